@@ -1,0 +1,173 @@
+"""One frozen Config for the whole engine.
+
+Built once (from defaults, then the environment, then explicit overrides) and
+passed explicitly; nothing below this module reads the environment. Every
+constant that shapes learning lives here with the reason beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from platformdirs import user_cache_dir, user_data_dir
+
+from sage_engine.errors import InvalidInput
+
+CreditStrategy = Literal["atu", "uniform", "adopted-only"]
+RewardMode = Literal["sage", "paper"]
+AdoptedShare = Literal["weight", "split"]
+
+CREDIT_STRATEGIES: tuple[str, ...] = ("atu", "uniform", "adopted-only")
+BACKENDS: tuple[str, ...] = ("cpu", "triton", "ascend-compile", "npu", "cuda")
+
+
+def default_db_path() -> Path:
+    return Path(user_data_dir("sage", appauthor=False)) / "memory.db"
+
+
+def default_cache_dir() -> Path:
+    return Path(user_cache_dir("sage", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Config:
+    # --- storage -----------------------------------------------------------
+    db_path: Path = field(default_factory=default_db_path)
+    # Builds (C++ extensions), backend virtualenvs and compiler dumps.
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    # Several server processes share one file; 10 s rides out a long
+    # consolidation in another process without surfacing "database is locked".
+    busy_timeout_ms: int = 10_000
+    # Candidate and task *paths* given to the tools must lie under these
+    # directories (os.pathsep-separated; empty = the working directory), so an
+    # MCP client cannot make the server read arbitrary files.
+    candidate_roots: str = ""
+
+    # --- evaluation --------------------------------------------------------
+    backend: str = "cpu"
+    chip: str = "Ascend910B3"  # default Ascend target for the compile gate
+    eval_timeout_s: float = 180.0  # wall clock for one whole evaluation child
+    eval_memory_mb: int = 6144  # address-space cap of the child (torch maps ~1.5 GB)
+    eval_cpu_s: int = 600  # RLIMIT_CPU of the child: a backstop behind the wall clock
+    correctness_trials: int = 3  # seeded trials per case (KernelBench uses 5)
+    tolerance_mode: Literal["kernelbench", "npukernelbench"] = "kernelbench"
+    timing_min_reps: int = 10
+    timing_max_reps: int = 200
+    timing_budget_s: float = 2.0  # per side; enough for a stable median on CPU
+    timing_warmup: int = 3
+    # KernelBench flags suspicious speedups; on CPU a 20x over eager PyTorch
+    # almost always means the candidate skipped work.
+    suspicious_speedup: float = 20.0
+    eval_threads: int = 1  # same thread count for reference and candidate
+    warm_pool: bool = True  # fork candidates from a worker that imported torch
+
+    # --- ATU (adoption-traced utility) --------------------------------------
+    credit_strategy: CreditStrategy = "atu"
+    reward_mode: RewardMode = "sage"
+    delta: float = 0.2  # reward of an episode that never reached a correct kernel is -delta
+    beta: float = 0.2  # shown-but-unused items move toward -beta
+    eta_min: float = 0.05  # floor of the per-item learning rate so old items still move
+    # "weight": each adopted item's target is r * weight (co-adopted items are
+    # not shrunk); "split": r * weight / sum(weights), the paper's share.
+    adopted_share: AdoptedShare = "weight"
+    correct_bonus: float = 0.2  # sage mode: reaching a correct kernel is worth something by itself
+    speedup_weight: float = 0.3  # sage mode: weight of clip(log2(speedup vs reference), -1, 1)
+
+    # --- retrieval ---------------------------------------------------------
+    default_k: int = 5
+    max_k: int = 50  # bounded output: clients cap tool results (~25k tokens)
+    w_similarity: float = 1.0
+    w_utility: float = 0.6
+    w_adoption: float = 0.2
+    # UCB-style bonus c * sqrt(ln(N + 1) / (n + 1)) so new items get shown;
+    # a pure utility ranking is rich-get-richer.
+    exploration_c: float = 0.15
+    min_similarity: float = 0.05  # below this (normalised BM25) an item is filtered out
+    candidate_pool: int = 200  # FTS hits re-ranked per query
+    adoption_ema_mu: float = 0.1  # p <- (1 - mu) p + mu * adopted
+
+    # --- memory hygiene ----------------------------------------------------
+    max_title_chars: int = 200
+    max_content_chars: int = 8_000
+    max_code_chars: int = 40_000
+    max_candidate_chars: int = 400_000
+    # Near-duplicate lessons strengthen the existing item instead of adding a copy.
+    dedup_threshold: float = 0.82
+
+    # --- UGC (utility-gated consolidation) ----------------------------------
+    ugc_min_utility: float = 0.0
+    ugc_min_adoptions: int = 3
+    ugc_min_operators: int = 3
+    # Lower confidence bound u_mean - z * sd / sqrt(n) over credited targets:
+    # one lucky reward must not promote.
+    ugc_lcb_z: float = 1.0
+    ugc_use_lcb: bool = True
+    cluster_threshold: float = 0.55
+    budget_tokens: int = 2_000  # resident rulebook budget (the paper used 10k)
+    max_rules: int = 12
+    # Hysteresis: a resident rule is demoted only below this, not at 0.
+    demote_threshold: float = -0.05
+    auto_consolidate_every: int = 10  # closed episodes between automatic consolidations (0 = off)
+
+    # --- episodes ----------------------------------------------------------
+    episode_idle_s: float = 1800.0  # an open episode idle this long is closed and credited
+
+    # --- LLM (agent loop and LLM rule abstraction) ----------------------------
+    model: str = "claude-sonnet-4-5"
+    anthropic_base_url: str | None = None
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    def __post_init__(self) -> None:
+        if self.credit_strategy not in CREDIT_STRATEGIES:
+            raise InvalidInput(
+                f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, "
+                f"got {self.credit_strategy!r}"
+            )
+        if self.reward_mode not in ("sage", "paper"):
+            raise InvalidInput(f"reward_mode must be 'sage' or 'paper', got {self.reward_mode!r}")
+        if self.backend not in BACKENDS:
+            raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if not 0 < self.eta_min <= 1:
+            raise InvalidInput("eta_min must lie in (0, 1]")
+        if self.budget_tokens <= 0 or self.max_rules <= 0:
+            raise InvalidInput("budget_tokens and max_rules must be positive")
+        if self.demote_threshold > self.ugc_min_utility:
+            raise InvalidInput("demote_threshold must not exceed ugc_min_utility (hysteresis)")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Config":
+        """Defaults, then SAGE_* variables, then explicit overrides (CLI flags)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"SAGE_{f.name.upper()}")
+            if raw is None and f.name == "db_path":
+                raw = env.get("SAGE_DB")
+            if raw is None:
+                continue
+            values[f.name] = _parse(f, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        for key in ("db_path", "cache_dir"):
+            if key in values:
+                values[key] = Path(values[key]).expanduser()
+        return cls(**values)
+
+
+def _parse(f: dataclasses.Field, raw: str) -> Any:
+    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    try:
+        if kind == "bool":
+            return raw.strip().lower() in ("1", "true", "yes", "on")
+        if kind == "int":
+            return int(raw)
+        if kind == "float":
+            return float(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"SAGE_{f.name.upper()}={raw!r} is not a valid {kind}") from exc
+    return raw

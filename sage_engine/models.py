@@ -1,0 +1,320 @@
+"""Pydantic models shared by every surface (MCP, LSP, CLI, agent).
+
+These are the values that cross the Engine boundary. They carry no behaviour
+beyond validation; the math lives in `memory/` and `evaluation/`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ItemKind = Literal["experience", "rule"]
+# active: retrievable; resident: a rule in the rulebook; quarantined: kept but
+# never shown; merged: folded into another item (dedup or consolidation);
+# deleted: soft-deleted, kept for the audit trail.
+ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
+EvalStatus = Literal[
+    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- items
+
+
+class NewItem(_Model):
+    """An experience or rule to store. Text limits are enforced by the store
+    (they live in Config) so the message can name the limit."""
+
+    title: str
+    content: str
+    code: str | None = None
+    kind: ItemKind = "experience"
+    scope: str = "global"
+    operator: str | None = None
+    family: str | None = None
+    backend: str | None = None
+    hardware: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    source_episode: int | None = None
+    source_attempt: int | None = None
+    derived_from: list[int] = Field(default_factory=list)
+    utility: float = 0.0
+
+
+class Item(_Model):
+    id: int
+    kind: ItemKind
+    status: ItemStatus
+    status_reason: str | None = None
+    title: str
+    content: str
+    code: str | None = None
+    scope: str
+    operator: str | None = None
+    family: str | None = None
+    backend: str | None = None
+    hardware: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    utility: float
+    n_retrieved: int
+    n_adopted: int
+    n_credited: int
+    adoption_rate: float = Field(description="EMA of adopted-when-shown (p in UGC)")
+    support: int = Field(1, description="How many times this lesson was recorded (near-duplicates strengthen it)")
+    operators_adopted: list[str] = Field(default_factory=list)
+    source_episode: int | None = None
+    source_attempt: int | None = None
+    derived_from: list[int] = Field(default_factory=list)
+    tokens: int
+    created_at: float
+    updated_at: float
+
+
+class ScoredItem(_Model):
+    """An item as retrieval showed it: the score parts are kept so a user can
+    see why it ranked where it did."""
+
+    id: int
+    kind: ItemKind
+    title: str
+    content: str
+    code: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    utility: float
+    n_adopted: int
+    adoption_rate: float
+    similarity: float
+    exploration: float
+    score: float
+    rank: int
+
+
+class AddResult(_Model):
+    item: Item
+    merged: bool = Field(description="True when a near-duplicate was strengthened instead of adding a copy")
+    similarity: float | None = None
+
+
+class MemoryStats(_Model):
+    db_path: str
+    items_by_kind: dict[str, int]
+    items_by_status: dict[str, int]
+    resident_rules: int
+    resident_tokens: int
+    episodes_open: int
+    episodes_closed: int
+    attempts: int
+    adoptions: int
+    utility_updates: int
+    consolidations: int
+    mean_utility: float | None
+
+
+class ImportReport(_Model):
+    items: int = 0
+    episodes: int = 0
+    attempts: int = 0
+    rows: dict[str, int] = Field(default_factory=dict)
+    skipped: int = 0
+
+
+# ------------------------------------------------------------------------ episodes
+
+
+class RetrievalResult(_Model):
+    episode_id: int
+    resident_rules: list[ScoredItem]
+    items: list[ScoredItem]
+    filtered_out: dict[str, int] = Field(
+        default_factory=dict, description="How many candidates each filter removed, by reason"
+    )
+    tokens: int = Field(description="Approximate tokens of everything returned")
+
+
+class Adoption(_Model):
+    id: int
+    evidence: str = ""
+    weight: float = Field(default=1.0, gt=0.0, le=1.0)
+
+
+class Lesson(_Model):
+    """What the agent learned; becomes (or strengthens) an experience item."""
+
+    title: str
+    content: str
+    code: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    scope: str | None = None
+
+
+class UtilityUpdate(_Model):
+    item_id: int
+    adopted: bool
+    before: float
+    after: float
+    target: float
+    eta: float
+
+
+class AdoptionReport(_Model):
+    episode_id: int
+    reward: float | None = Field(None, description="Episode reward; None while the episode stays open")
+    reward_parts: dict[str, float] = Field(default_factory=dict)
+    updates: list[UtilityUpdate] = Field(default_factory=list)
+    new_item: Item | None = None
+    lesson_merged: bool = False
+    closed: bool
+    consolidation: "ConsolidationReport | None" = None
+
+
+class AttemptSummary(_Model):
+    id: int
+    status: EvalStatus
+    speedup: float | None = None
+    candidate_ms: float | None = None
+    candidate_hash: str
+    adopted_ids: list[int] = Field(default_factory=list)
+    created_at: float
+
+
+class EpisodeSummary(_Model):
+    id: int
+    task: str
+    operator: str | None = None
+    family: str | None = None
+    backend: str | None = None
+    client: str | None = None
+    status: Literal["open", "closed"]
+    reward: float | None = None
+    attempts: int
+    created_at: float
+    closed_at: float | None = None
+
+
+class EpisodeDetail(EpisodeSummary):
+    shown: list[ScoredItem] = Field(default_factory=list)
+    adopted: list[Adoption] = Field(default_factory=list)
+    attempt_list: list[AttemptSummary] = Field(default_factory=list)
+    updates: list[UtilityUpdate] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------- consolidation
+
+
+class RuleDraft(_Model):
+    """The fixed rule template. `evidence` lists the item ids it abstracts."""
+
+    title: str
+    trigger: str = Field(description="When the rule applies: operators, shapes, backend, chip")
+    rule: str
+    rationale: str
+    when_not: str = Field(description="When not to apply it")
+    evidence: list[int]
+
+
+class ConsolidationReport(_Model):
+    consolidation_id: int | None = Field(None, description="None for a dry run")
+    dry_run: bool
+    eligible: list[int] = Field(default_factory=list)
+    promoted: list[int] = Field(default_factory=list, description="Rules that entered the rulebook")
+    demoted: list[int] = Field(default_factory=list, description="Rules sent back to the pool")
+    merged: list[list[int]] = Field(default_factory=list, description="Clusters abstracted into one rule each")
+    created_rules: list[RuleDraft] = Field(default_factory=list)
+    rulebook: list[Item] = Field(default_factory=list)
+    tokens: int = 0
+    budget_tokens: int
+    abstraction: Literal["deterministic", "llm", "none"] = "none"
+    notes: list[str] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+class TimingStats(_Model):
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    min_ms: float
+    reps: int
+
+
+class Diagnostic(_Model):
+    line: int | None = Field(None, description="1-based line in the candidate source")
+    column: int | None = None
+    end_line: int | None = None
+    severity: Literal["error", "warning", "info"] = "error"
+    category: str = Field(description="e.g. syntax, import, mismatch, ub_overflow, cheat")
+    message: str
+    kernel: str | None = None
+
+
+class CaseResult(_Model):
+    case: dict[str, object] = Field(default_factory=dict)
+    trial: int
+    ok: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+
+class EvalResult(_Model):
+    status: EvalStatus
+    message: str = ""
+    task: str
+    backend: str
+    hardware: str
+    candidate_hash: str
+    correct: bool = False
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch: str | None = Field(None, description="Where and how the first mismatch happened")
+    cases: list[CaseResult] = Field(default_factory=list)
+    reference_timing: TimingStats | None = None
+    candidate_timing: TimingStats | None = None
+    speedup: float | None = Field(None, description="reference median / candidate median")
+    timing_representative: bool = True
+    suspicious_speedup: bool = False
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    versions: dict[str, str] = Field(default_factory=dict)
+    compile_info: dict[str, object] = Field(default_factory=dict)
+    phases: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds per phase: startup, import (compile), correctness, timing, model_calls",
+    )
+    duration_s: float = 0.0
+    attempt_id: int | None = None
+    episode_id: int | None = None
+    created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")
+    stdout_tail: str = ""
+
+
+class BackendStatus(_Model):
+    name: str
+    ready: bool
+    hardware: str | None = None
+    reason: str = Field("", description="Why it is (not) ready")
+    setup: str = Field("", description="How to make it ready")
+    timing_representative: bool = True
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class TaskSummary(_Model):
+    id: str
+    name: str
+    operator: str
+    family: str
+    level: int
+    description: str = ""
+    cases: int = 0
+    examples: list[str] = Field(default_factory=list)
+
+
+AdoptionReport.model_rebuild()

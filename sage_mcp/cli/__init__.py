@@ -1,0 +1,49 @@
+"""The `sage` command line: a thin shell over the Engine."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from sage_mcp.cli.common import State
+from sage_mcp.cli.memory import consolidate, episodes, init, memory
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar="SAGE_DB", type=click.Path(dir_okay=False), help="Memory database (default: your data dir; env SAGE_DB).")
+@click.option("--backend", envvar="SAGE_BACKEND", help="Default evaluation backend (cpu, triton, ascend-compile, npu, cuda).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
+@click.version_option(package_name="sage-npu")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, backend: str | None, as_json: bool, verbose: bool) -> None:
+    """SAGE: experience memory and kernel evaluation for NPU kernel agents."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    state = State(db, backend, as_json)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+for command in (init, memory, consolidate, episodes):
+    cli.add_command(command)
+
+for module, names in (
+    ("sage_mcp.cli.evaluation", ("bench", "suite", "backends")),
+    ("sage_mcp.cli.serve", ("serve", "mcp")),
+    ("sage_mcp.cli.agent", ("run",)),
+):
+    # Surfaces land one by one; a missing module simply means its commands
+    # are not part of this build.
+    try:
+        mod = __import__(module, fromlist=list(names))
+    except ModuleNotFoundError as exc:
+        if exc.name != module:
+            raise
+        continue
+    for name in names:
+        cli.add_command(getattr(mod, name))
+
+
+def main() -> None:
+    cli(prog_name="sage")

@@ -1,0 +1,98 @@
+"""Shared plumbing for the `sage` commands: one Engine per invocation,
+`--json` output, and SageError turned into a clean message and exit code."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from typing import Any, Callable, Iterable, Sequence
+
+import click
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+from sage_engine.config import Config
+from sage_engine.errors import SageError
+
+console = Console(stderr=False, soft_wrap=True)
+err_console = Console(stderr=True)
+
+
+class State:
+    """Options of the root group; the Engine opens on first use only, so
+    `sage --help` and `sage mcp config` never touch a database."""
+
+    def __init__(self, db: str | None, backend: str | None, as_json: bool):
+        self.db, self.backend, self.as_json = db, backend, as_json
+        self._engine = None
+
+    @property
+    def config(self) -> Config:
+        return Config.from_env(db_path=self.db, backend=self.backend)
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from sage_engine.engine import Engine
+
+            self._engine = Engine(self.config)
+        return self._engine
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.close()
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def handle_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SageError as exc:
+            err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+            sys.exit(2)
+
+    return wrapper
+
+
+def to_jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    return value
+
+
+def emit(state: State, value: Any, render: Callable[[Any], None]) -> None:
+    if state.as_json:
+        click.echo(json.dumps(to_jsonable(value), indent=2, ensure_ascii=False))
+    else:
+        render(value)
+
+
+def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    t = Table(title=title, show_lines=False, header_style="bold")
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*["" if v is None else str(v) for v in r])
+    console.print(t)
+
+
+def json_option(fn: Callable) -> Callable:
+    """`--json` accepted after a subcommand too (`sage memory list --json`)."""
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.find_object(State).as_json = True
+        return value
+
+    return click.option("--json", "as_json_local", is_flag=True, expose_value=False, callback=callback,
+                        help="Print JSON instead of tables.")(fn)

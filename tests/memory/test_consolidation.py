@@ -1,0 +1,123 @@
+"""UGC over a real store: gating, rulebook budget, hysteresis, revert."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sage_engine.config import Config
+from sage_engine.engine import Engine
+from sage_engine.memory.consolidation import DeterministicAbstractor, choose_rulebook, cluster, validate_draft
+from sage_engine.errors import InvalidInput
+from sage_engine.models import Adoption, Item, NewItem
+from tests.conftest import make_result
+
+
+def adopt_in_episodes(engine, item_title, operators, reward_status="correct", speedup=2.0):
+    """Run one episode per operator in which the agent adopts the item."""
+    for op in operators:
+        r = engine.retrieve(item_title, operator=op)
+        target = next(i.id for i in r.items + r.resident_rules if i.title == item_title)
+        engine.record_result(make_result(reward_status, 1.0, speedup), episode_id=r.episode_id)
+        engine.record_adoption(r.episode_id, [Adoption(id=target, evidence="applied")])
+    return target
+
+
+def test_item_adopted_by_one_operator_many_times_is_not_promoted(engine):
+    engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks"))
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax"] * 6)
+    report = engine.consolidate()
+    assert report.eligible == [] and report.rulebook == []
+
+
+def test_item_adopted_across_three_operators_with_positive_utility_is_promoted(engine):
+    item_id = engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks")).item.id
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
+    report = engine.consolidate()
+    assert report.eligible == [item_id]
+    assert len(report.rulebook) == 1 and report.rulebook[0].derived_from == [item_id]
+    assert engine.get_item(item_id).status == "merged"
+    rule = engine.resident_rules()[0]
+    assert "Evidence: #%d" % item_id in rule.content and report.abstraction == "deterministic"
+
+
+def test_dry_run_changes_nothing(engine):
+    engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks"))
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
+    before = [i.model_dump() for i in engine.list_items(limit=100)]
+    report = engine.consolidate(dry_run=True)
+    assert report.dry_run and len(report.rulebook) == 1 and report.consolidation_id is None
+    assert [i.model_dump() for i in engine.list_items(limit=100)] == before
+    assert engine.stats().consolidations == 0
+
+
+def test_demoted_rule_returns_to_the_retrievable_pool(engine):
+    engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks"))
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
+    rule = engine.consolidate().rulebook[0]
+    # The rule keeps being adopted and failing: it must fall below the demote
+    # threshold (slowly: it inherits its evidence's retrieval count, so eta is small).
+    for _ in range(20):
+        r = engine.retrieve("persistent grid loop")
+        assert rule.id in [x.id for x in r.resident_rules]
+        engine.record_result(make_result("incorrect"), episode_id=r.episode_id)
+        engine.record_adoption(r.episode_id, [Adoption(id=rule.id)])
+    assert engine.get_item(rule.id).utility < engine.config.demote_threshold
+    report = engine.consolidate()
+    assert report.demoted == [rule.id]
+    assert engine.get_item(rule.id).status == "active"
+    assert rule.id in [i.id for i in engine.retrieve("persistent grid loop").items]
+
+
+def test_hysteresis_keeps_a_resident_rule_between_the_thresholds():
+    cfg = Config(ugc_min_utility=0.0, demote_threshold=-0.1)
+    rule = _rule(1, utility=-0.05, status="resident")
+    assert choose_rulebook([rule], cfg, 1000).resident == [1]
+    assert choose_rulebook([rule.model_copy(update={"status": "active"})], cfg, 1000).resident == []
+
+
+def test_consolidation_is_reversible(engine):
+    item_id = engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks")).item.id
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
+    report = engine.consolidate()
+    rule_id = report.rulebook[0].id
+    engine.revert_consolidation(report.consolidation_id)
+    assert engine.get_item(item_id).status == "active"
+    assert engine.get_item(rule_id).status == "deleted"
+    assert engine.resident_rules() == []
+
+
+def _rule(i, utility=0.5, tokens=100, p=0.5, status="active"):
+    return Item(id=i, kind="rule", status=status, title=f"r{i}", content="c", scope="global", utility=utility,
+                n_retrieved=1, n_adopted=1, n_credited=1, adoption_rate=p, tokens=tokens, created_at=0, updated_at=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rules=st.lists(st.tuples(st.floats(-1, 1), st.integers(1, 3000), st.floats(0, 1), st.booleans()), max_size=40),
+    budget=st.integers(1, 5000),
+    max_rules=st.integers(1, 15),
+)
+def test_resident_rulebook_never_exceeds_its_budget_or_max_count(rules, budget, max_rules):
+    cfg = Config(max_rules=max_rules)
+    items = [_rule(i + 1, u, t, p, "resident" if r else "active") for i, (u, t, p, r) in enumerate(rules)]
+    choice = choose_rulebook(items, cfg, budget)
+    assert choice.tokens <= budget and len(choice.resident) <= max_rules
+    assert choice.tokens == sum(it.tokens for it in items if it.id in choice.resident)
+
+
+def test_near_duplicate_items_cluster_together_and_distinct_ones_do_not():
+    a = _rule(1).model_copy(update={"kind": "experience", "title": "loop over blocks", "content": "launch one program per core and loop over blocks inside the kernel"})
+    b = a.model_copy(update={"id": 2, "content": "launch one program per core and loop over the blocks inside each kernel"})
+    c = a.model_copy(update={"id": 3, "title": "fp32 accumulate", "content": "accumulate reductions in fp32 then cast back"})
+    groups = cluster([a, b, c], 0.5)
+    assert sorted(sorted(i.id for i in g) for g in groups) == [[1, 2], [3]]
+
+
+def test_rule_draft_that_drops_evidence_is_rejected():
+    items = [_rule(1).model_copy(update={"kind": "experience", "operators_adopted": ["a"]}), _rule(2)]
+    draft = DeterministicAbstractor().abstract(items)
+    validate_draft(draft, items)
+    with pytest.raises(InvalidInput, match="dropped evidence"):
+        validate_draft(draft.model_copy(update={"evidence": [1]}), items)
+    with pytest.raises(InvalidInput, match="empty 'when_not'"):
+        validate_draft(draft.model_copy(update={"when_not": " "}), items)

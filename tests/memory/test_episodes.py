@@ -1,0 +1,137 @@
+"""ATU through the Engine over a real SQLite file."""
+
+import pytest
+
+from sage_engine.config import Config
+from sage_engine.engine import Engine
+from sage_engine.errors import Conflict, InvalidInput, NotFound
+from sage_engine.models import Adoption, Lesson, NewItem
+from tests.conftest import make_result
+
+
+def seed(engine, n=3):
+    ids = []
+    for i in range(n):
+        ids.append(engine.add_item(NewItem(
+            title=f"softmax trick {i}", content=f"row softmax kernels benefit from idea number {i} {'x' * i}",
+            tags=["softmax"])).item.id)
+    return ids
+
+
+def run_episode(engine, adopt, status="correct", speedup=None):
+    r = engine.retrieve("row softmax kernel", client="test")
+    shown = [i.id for i in r.items]
+    engine.record_result(make_result(status, 2.0, speedup), episode_id=r.episode_id)
+    report = engine.record_adoption(r.episode_id, [Adoption(id=i, evidence="used") for i in adopt if i in shown])
+    return r, report
+
+
+def test_adopted_items_rise_and_unused_items_fall_under_atu(engine):
+    a, b, c = seed(engine)
+    r, report = run_episode(engine, [a])
+    assert report.reward > 0
+    moved = {u.item_id: u for u in report.updates}
+    assert moved[a].after > moved[a].before
+    assert moved[b].after < moved[b].before and moved[c].after < moved[c].before
+    assert engine.get_item(a).utility > 0 > engine.get_item(b).utility
+
+
+def test_uniform_credit_moves_adopted_and_unused_items_alike(tmp_path):
+    with Engine(Config(db_path=tmp_path / "u.db", credit_strategy="uniform", auto_consolidate_every=0)) as eng:
+        a, b, _ = seed(eng)
+        _, report = run_episode(eng, [a])
+        moved = {u.item_id: u.after - u.before for u in report.updates}
+        assert moved[a] == pytest.approx(moved[b]) and moved[a] > 0
+
+
+def test_every_update_is_written_to_the_audit_log(engine):
+    a, *_ = seed(engine)
+    r, report = run_episode(engine, [a])
+    rows = engine.store.query("SELECT item_id, before, after, strategy, rule_version FROM utility_log WHERE episode_id = ?", (r.episode_id,))
+    assert len(rows) == len(report.updates) == 3
+    assert {row["strategy"] for row in rows} == {"atu"} and all(row["rule_version"].startswith("atu-") for row in rows)
+
+
+def test_failed_episode_pushes_adopted_items_down(engine):
+    a, *_ = seed(engine)
+    _, report = run_episode(engine, [a], status="compile_error")
+    assert report.reward == pytest.approx(-engine.config.delta)
+    assert engine.get_item(a).utility < 0
+
+
+def test_adopting_an_item_the_episode_never_showed_is_refused_and_changes_nothing(engine):
+    seed(engine)
+    hidden = engine.add_item(NewItem(title="matmul tiling", content="tile the GEMM by 128")).item.id
+    r = engine.retrieve("row softmax kernel")
+    assert hidden not in [i.id for i in r.items]
+    with pytest.raises(InvalidInput, match="not shown in episode"):
+        engine.record_adoption(r.episode_id, [Adoption(id=hidden)])
+    assert engine.get_episode(r.episode_id).status == "open"
+    assert engine.store.scalar("SELECT COUNT(*) FROM adoptions") == 0
+
+
+def test_unknown_episode_is_a_clear_not_found(engine):
+    with pytest.raises(NotFound, match="retrieve_rules"):
+        engine.record_adoption(424242, [])
+
+
+def test_closing_twice_is_a_conflict(engine):
+    seed(engine)
+    r = engine.retrieve("row softmax kernel")
+    engine.close_episode(r.episode_id)
+    with pytest.raises(Conflict):
+        engine.close_episode(r.episode_id)
+
+
+def test_lesson_becomes_an_item_with_provenance(engine):
+    seed(engine)
+    r = engine.retrieve("row softmax kernel", client="c")
+    res = engine.record_result(make_result("correct", 1.0), episode_id=r.episode_id)
+    report = engine.record_adoption(r.episode_id, [], attempt_id=res.attempt_id,
+                                    lesson=Lesson(title="Use exp2 for softmax", content="exp2 with a log2e scale is cheaper", tags=["softmax"]))
+    item = report.new_item
+    assert item.source_episode == r.episode_id and item.source_attempt == res.attempt_id
+    assert item.utility == 0.0 and not report.lesson_merged
+
+
+def test_a_bad_lesson_is_refused_before_anything_is_written(engine):
+    a, *_ = seed(engine)
+    r = engine.retrieve("row softmax kernel")
+    with pytest.raises(InvalidInput, match="content"):
+        engine.record_adoption(r.episode_id, [Adoption(id=a)], lesson=Lesson(title="t", content="  "))
+    assert engine.get_episode(r.episode_id).status == "open"
+    assert engine.store.scalar("SELECT COUNT(*) FROM adoptions") == 0
+
+
+def test_a_new_retrieval_by_the_same_client_and_task_closes_the_previous_episode(engine):
+    seed(engine)
+    first = engine.retrieve("row softmax kernel", client="cursor-1")
+    second = engine.retrieve("row softmax kernel", client="cursor-1")
+    assert engine.get_episode(first.episode_id).status == "closed"
+    assert engine.get_episode(second.episode_id).status == "open"
+
+
+def test_idle_episodes_are_closed_and_credited(tmp_path):
+    with Engine(Config(db_path=tmp_path / "i.db", episode_idle_s=0.0, auto_consolidate_every=0)) as eng:
+        seed(eng)
+        r = eng.retrieve("row softmax kernel")
+        closed = eng.close_idle_episodes()
+        assert [c.episode_id for c in closed] == [r.episode_id]
+        assert eng.get_episode(r.episode_id).reward == pytest.approx(-eng.config.delta)
+
+
+def test_retrieval_logs_exactly_what_was_shown(engine):
+    seed(engine, 5)
+    r = engine.retrieve("row softmax kernel", k=2)
+    detail = engine.get_episode(r.episode_id)
+    assert [s.id for s in detail.shown] == [i.id for i in r.items]
+    assert r.filtered_out.get("below_top_k") == 3
+
+
+def test_automatic_consolidation_runs_every_n_closed_episodes(tmp_path):
+    with Engine(Config(db_path=tmp_path / "a.db", auto_consolidate_every=2)) as eng:
+        seed(eng)
+        _, first = run_episode(eng, [])
+        _, second = run_episode(eng, [])
+        assert first.consolidation is None and second.consolidation is not None
+        assert eng.stats().consolidations == 1

@@ -1,0 +1,138 @@
+"""The store: migrations, export/import, bad input, dedup, FTS safety."""
+
+import json
+import sqlite3
+
+import pytest
+
+from sage_engine.config import Config
+from sage_engine.engine import Engine
+from sage_engine.errors import InvalidInput, NotFound, StoreError
+from sage_engine.models import Adoption, Lesson, NewItem
+from tests.conftest import make_result
+
+
+def snapshot(engine):
+    return {t: [dict(r) for r in engine.store.query(f"SELECT * FROM {t} ORDER BY rowid")]
+            for t in ("items", "episodes", "retrievals", "attempts", "adoptions", "utility_log", "consolidations")}
+
+
+def populate(engine):
+    engine.import_starter()
+    for op in ("softmax", "layernorm", "gelu"):
+        r = engine.retrieve("persistent grid loop over blocks", operator=op, client="x")
+        res = engine.record_result(make_result("correct", 1.0, 1.5), episode_id=r.episode_id)
+        engine.record_adoption(r.episode_id, [Adoption(id=r.items[0].id, evidence="looped")], attempt_id=res.attempt_id,
+                               lesson=Lesson(title=f"{op} lesson", content=f"what {op} taught us about grids"))
+    engine.consolidate()
+
+
+def test_migrations_are_recorded_and_reopening_applies_nothing_new(tmp_path):
+    path = tmp_path / "m.db"
+    Engine(Config(db_path=path)).close()
+    with Engine(Config(db_path=path)) as eng:
+        names = [r[0] for r in eng.store.query("SELECT name FROM migrations")]
+        assert names == ["0001_initial"]
+        assert eng.store.scalar("PRAGMA journal_mode") == "wal"
+
+
+def test_a_database_from_a_newer_sage_is_refused(tmp_path):
+    path = tmp_path / "m.db"
+    Engine(Config(db_path=path)).close()
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO migrations VALUES ('9999_future', 0)")
+    con.commit()
+    con.close()
+    with pytest.raises(StoreError, match="newer SAGE"):
+        Engine(Config(db_path=path))
+
+
+def test_export_then_import_round_trips_everything(engine, tmp_path):
+    populate(engine)
+    before = snapshot(engine)
+    assert before["consolidations"] and before["utility_log"] and before["adoptions"]
+    out = tmp_path / "backup.jsonl"
+    report = engine.export_jsonl(out)
+    assert report.items == len(before["items"])
+    with Engine(Config(db_path=tmp_path / "restored.db")) as other:
+        other.import_jsonl(out)
+        assert snapshot(other) == before
+        assert [r.id for r in other.resident_rules()] == [r.id for r in engine.resident_rules()]
+
+
+def test_importing_a_full_export_twice_is_refused_without_partial_writes(engine, tmp_path):
+    populate(engine)
+    out = tmp_path / "backup.jsonl"
+    engine.export_jsonl(out)
+    before = snapshot(engine)
+    with pytest.raises(StoreError, match="empty database"):
+        engine.import_jsonl(out)
+    assert snapshot(engine) == before
+
+
+def test_starter_memory_is_tagged_and_starts_at_zero_utility(engine):
+    report = engine.import_starter()
+    items = engine.list_items(limit=100)
+    assert report.items == len(items) >= 15
+    assert all(i.utility == 0.0 and "starter" in i.tags for i in items)
+    assert any("ub_overflow" in i.tags for i in items) and any("ascendc" in i.tags for i in items)
+
+
+@pytest.mark.parametrize(
+    "new, message",
+    [
+        (NewItem(title="", content="x"), "title must not be empty"),
+        (NewItem(title="t", content="   "), "content must not be empty"),
+        (NewItem(title="t", content="x" * 100_000), "limit is"),
+        (NewItem(title="t", content="x", scope="team"), "invalid scope"),
+        (NewItem(title="t", content="x", scope="project:../../etc"), "invalid scope"),
+        (NewItem(title="t", content="x", tags=["has space"]), "invalid tags"),
+        (NewItem(title="t\x00", content="x"), "NUL"),
+    ],
+)
+def test_bad_items_get_a_clear_error_and_change_nothing(engine, new, message):
+    before = snapshot(engine)
+    with pytest.raises(InvalidInput, match=message):
+        engine.add_item(new)
+    assert snapshot(engine) == before
+
+
+def test_unknown_ids_get_not_found(engine):
+    for call in (lambda: engine.get_item(77), lambda: engine.quarantine_item(77), lambda: engine.get_episode(77),
+                 lambda: engine.revert_consolidation(77)):
+        with pytest.raises(NotFound):
+            call()
+
+
+def test_near_duplicate_lesson_strengthens_the_existing_item(engine):
+    first = engine.add_item(NewItem(title="Accumulate softmax sums in fp32",
+                                    content="Cast the tile to fp32 before summing exponentials, then cast back once."))
+    again = engine.add_item(NewItem(title="Accumulate softmax sums in fp32",
+                                    content="Cast the tile to fp32 before summing the exponentials, then cast back once.", tags=["fp16"]))
+    other = engine.add_item(NewItem(title="Tile GEMM by 128", content="Use 128x128 output tiles with BLOCK_K 64."))
+    assert again.merged and again.item.id == first.item.id and again.item.support == 2 and "fp16" in again.item.tags
+    assert not other.merged
+    assert len(engine.list_items()) == 2
+
+
+def test_quarantined_items_are_never_shown_but_kept(engine):
+    item = engine.add_item(NewItem(title="softmax in fp32", content="softmax rows accumulate in fp32")).item
+    engine.quarantine_item(item.id, "contaminated")
+    r = engine.retrieve("softmax rows")
+    assert item.id not in [i.id for i in r.items] and r.filtered_out.get("quarantined") == 1
+    assert engine.get_item(item.id).status_reason == "contaminated"
+    engine.restore_item(item.id)
+    assert item.id in [i.id for i in engine.retrieve("softmax rows").items]
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "NEAR(a b)", "title:softmax", "a AND OR NOT", "*", "()", "💥 ∑"])
+def test_fts_syntax_in_user_text_cannot_break_retrieval(engine, query):
+    engine.add_item(NewItem(title="softmax", content="softmax rows"))
+    engine.retrieve(query)
+    engine.search_items(query)
+
+
+def test_scoped_items_are_shown_only_inside_their_project(engine):
+    engine.add_item(NewItem(title="softmax project trick", content="softmax rows trick", scope="project:alpha"))
+    assert engine.retrieve("softmax rows").items == []
+    assert len(engine.retrieve("softmax rows", scope="project:alpha").items) == 1
