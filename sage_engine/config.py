@@ -88,6 +88,10 @@ class Config:
     exploration_c: float = 0.15
     min_similarity: float = 0.05  # below this (normalised BM25) an item is filtered out
     candidate_pool: int = 200  # FTS hits re-ranked per query
+    # Optional dense similarity ("minilm" needs the `embeddings` extra); off by
+    # default: lexical retrieval must be good on its own and starts instantly.
+    embeddings: str = ""
+    dedup_threshold_dense: float = 0.88  # MiniLM cosine above which a lesson is a paraphrase (reworded duplicates measured ~0.90)
     adoption_ema_mu: float = 0.1  # p <- (1 - mu) p + mu * adopted
 
     # --- memory hygiene ----------------------------------------------------

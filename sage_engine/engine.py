@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -18,7 +19,8 @@ from sage_engine.config import Config
 from sage_engine.errors import InvalidInput, NotFound, SageError
 from sage_engine.memory import episodes, items, rulebook
 from sage_engine.memory.consolidation import DeterministicAbstractor, RuleAbstractor
-from sage_engine.memory.retrieval import Filters, rank
+from sage_engine.memory.embeddings import DenseIndex, load_embedder
+from sage_engine.memory.retrieval import Candidate, Filters, rank
 from sage_engine.memory.store import Store
 from sage_engine.memory.text import fts_query
 from sage_engine.models import (
@@ -56,6 +58,8 @@ class Engine:
         self.store = Store(self.config.db_path, busy_timeout_ms=self.config.busy_timeout_ms)
         self.abstractor: RuleAbstractor = abstractor or DeterministicAbstractor()
         self._harness: Harness | None = None
+        embedder = load_embedder(self.config.embeddings)
+        self.dense = DenseIndex(self.store, embedder) if embedder else None
 
     def close(self) -> None:
         if self._harness is not None:
@@ -81,7 +85,10 @@ class Engine:
     # ------------------------------------------------------------------ memory
 
     def add_item(self, new: NewItem, *, dedup: bool = True) -> AddResult:
-        return items.add_item(self.store, new, self.config, dedup=dedup)
+        result = items.add_item(self.store, new, self.config, dedup=dedup, dense=self.dense)
+        if self.dense is not None and not result.merged:
+            self.dense.add(result.item.id, f"{result.item.title}\n{result.item.content}")
+        return result
 
     def get_item(self, item_id: int) -> Item:
         return self.store.item(item_id)
@@ -109,11 +116,7 @@ class Engine:
         or logging anything (hover, inspection, `sage memory list -q`)."""
         items.check_text("query", query, 4000, required=True)
         k = self._check_k(k)
-        q = fts_query(query)
-        if not q:
-            return []
-        cands = self.store.fts_candidates(q, self.config.candidate_pool)
-        cands = [c if c.status != "resident" else _as_active(c) for c in cands]
+        cands = [replace(c, status="active") if c.status == "resident" else c for c in self._candidates(query)]
         filters = Filters(scopes=self._scopes(scope), backend=backend, hardware=hardware)
         ranking = rank(cands, filters, k, 0, self.config)
         return [episodes._scored(self.store.item(r.id), i + 1, r.similarity, 0.0, r.score) for i, r in enumerate(ranking.items)]
@@ -214,7 +217,7 @@ class Engine:
                     self._close(row["id"])
             episode_id = episodes.open_episode(self.store, key)
         filters = Filters(scopes=self._scopes(key.scope), backend=key.backend, hardware=key.hardware)
-        return episodes.retrieve(self.store, self.config, episode_id, query, filters, k)
+        return episodes.retrieve(self.store, self.config, episode_id, query, filters, k, self._candidates)
 
     def evaluate(
         self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
@@ -389,6 +392,18 @@ class Engine:
             )
         return resolved
 
+    def _candidates(self, query: str) -> list[Candidate]:
+        """FTS hits, joined with dense hits when an embedding model is on."""
+        q = fts_query(query)
+        cands = self.store.fts_candidates(q, self.config.candidate_pool) if q else []
+        if self.dense is None:
+            return cands
+        dense = self.dense.search(query, self.config.candidate_pool)
+        seen = {c.id for c in cands}
+        merged = [replace(c, dense=dense.get(c.id, 0.0)) for c in cands]
+        extra = self.store.candidates_for([i for i in dense if i not in seen])
+        return merged + [replace(c, dense=dense[c.id]) for c in extra]
+
     def _check_k(self, k: int) -> int:
         if not isinstance(k, int) or not 1 <= k <= self.config.max_k:
             raise InvalidInput(f"k must be an integer in 1..{self.config.max_k}")
@@ -449,12 +464,6 @@ class Engine:
         if every and int(self.store.meta("closed_since_consolidation", "0") or 0) >= every:
             report.consolidation = self.consolidate()
         return report
-
-
-def _as_active(c):
-    from dataclasses import replace
-
-    return replace(c, status="active")
 
 
 def _report(counts: dict[str, int]) -> ImportReport:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.memory import utility
-from sage_engine.memory.retrieval import Filters, rank
+from sage_engine.memory.retrieval import Candidate, Filters, rank
 from sage_engine.memory.store import Store
-from sage_engine.memory.text import approx_tokens, fts_query
+from sage_engine.memory.text import approx_tokens
 from sage_engine.models import (
     Adoption,
     AdoptionReport,
@@ -58,8 +58,11 @@ def touch(store: Store, episode_id: int) -> None:
     store.conn.execute("UPDATE episodes SET last_activity = ? WHERE id = ?", (time.time(), episode_id))
 
 
-def retrieve(store: Store, config: Config, episode_id: int, query: str, filters: Filters, k: int) -> RetrievalResult:
-    """Rank items for `query`, log exactly what is shown (rulebook included)
+def retrieve(
+    store: Store, config: Config, episode_id: int, query: str, filters: Filters, k: int,
+    candidates: Callable[[str], list[Candidate]],
+) -> RetrievalResult:
+    """Rank `candidates(query)`, log exactly what is shown (rulebook included)
     against the episode, and count the showing in each item's n_retrieved."""
     with store.transaction() as conn:
         row = episode_row(store, episode_id)
@@ -67,10 +70,8 @@ def retrieve(store: Store, config: Config, episode_id: int, query: str, filters:
             raise Conflict(f"episode {episode_id} is closed; call retrieve_rules without episode_id to start a new one")
         resident = store.items("status = 'resident' AND scope IN (%s)" % ",".join("?" * len(filters.scopes)),
                                filters.scopes, order="utility DESC, id")
-        q = fts_query(query)
         total = store.scalar("SELECT COALESCE(SUM(n_retrieved), 0) FROM items") or 0
-        candidates = store.fts_candidates(q, config.candidate_pool) if q else []
-        ranking = rank(candidates, filters, k, total, config)
+        ranking = rank(candidates(query), filters, k, total, config)
         now = time.time()
         already = {r["item_id"] for r in conn.execute("SELECT item_id FROM retrievals WHERE episode_id = ?", (episode_id,))}
         shown_rules: list[ScoredItem] = []

@@ -59,28 +59,36 @@ def validate(new: NewItem, config: Config) -> NewItem:
     return new.model_copy(update={"tags": check_tags(new.tags)})
 
 
-def find_duplicate(store: Store, new: NewItem, config: Config) -> tuple[Item, float] | None:
-    query = fts_query(f"{new.title} {new.content}")
-    if not query:
-        return None
+def find_duplicate(store: Store, new: NewItem, config: Config, dense=None) -> tuple[Item, float] | None:
+    """The closest active item of the same kind and scope, if it is a near
+    duplicate: lexically (word and bigram cosine), or by meaning when a dense
+    index is on (paraphrases)."""
     text = f"{new.title}\n{new.content}"
+    scored: dict[int, float] = {}
+    query = fts_query(f"{new.title} {new.content}")
+    for cand in store.fts_candidates(query, 20) if query else []:
+        row = store.item_row(cand.id)
+        sim = similarity(text, f"{row['title']}\n{row['content']}")
+        if sim >= config.dedup_threshold:
+            scored[cand.id] = sim
+    if dense is not None:
+        for item_id, cos in dense.search(text, 5).items():
+            if cos >= config.dedup_threshold_dense:
+                scored[item_id] = max(scored.get(item_id, 0.0), cos)
     best: tuple[Item, float] | None = None
-    for cand in store.fts_candidates(query, 20):
-        if cand.status not in ("active", "resident") or cand.scope != new.scope:
+    for item_id, sim in scored.items():
+        item = store.item(item_id)
+        if item.status not in ("active", "resident") or item.scope != new.scope or item.kind != new.kind:
             continue
-        item = store.item(cand.id)
-        if item.kind != new.kind:
-            continue
-        sim = similarity(text, f"{item.title}\n{item.content}")
-        if sim >= config.dedup_threshold and (best is None or sim > best[1]):
+        if best is None or sim > best[1]:
             best = (item, sim)
     return best
 
 
-def add_item(store: Store, new: NewItem, config: Config, *, dedup: bool = True) -> AddResult:
+def add_item(store: Store, new: NewItem, config: Config, *, dedup: bool = True, dense=None) -> AddResult:
     new = validate(new, config)
     with store.transaction() as conn:
-        dup = find_duplicate(store, new, config) if dedup else None
+        dup = find_duplicate(store, new, config, dense) if dedup else None
         now = time.time()
         if dup:
             item, sim = dup

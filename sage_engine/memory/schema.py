@@ -149,4 +149,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         """,
     ),
+    (
+        "0002_item_vectors",
+        """
+        CREATE TABLE item_vectors (
+            item_id INTEGER PRIMARY KEY REFERENCES items(id),
+            model TEXT NOT NULL,
+            vector BLOB NOT NULL
+        );
+        """,
+    ),
 ]

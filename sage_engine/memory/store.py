@@ -150,6 +150,38 @@ class Store:
             for r in rows
         ]
 
+    def candidates_for(self, ids: Sequence[int]) -> list[Candidate]:
+        """Candidates for items found by dense similarity alone (no BM25 score)."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        rows = self.query(
+            f"SELECT id, status, scope, backend, hardware, utility, adoption_rate, n_retrieved FROM items WHERE id IN ({marks})",
+            tuple(ids),
+        )
+        return [
+            Candidate(id=r["id"], bm25=0.0, status=r["status"], scope=r["scope"], backend=r["backend"],
+                      hardware=r["hardware"], utility=r["utility"], adoption_rate=r["adoption_rate"],
+                      n_retrieved=r["n_retrieved"])
+            for r in rows
+        ]
+
+    # --------------------------------------------------------------- vectors
+
+    def put_vector(self, item_id: int, model: str, blob: bytes) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO item_vectors VALUES (?, ?, ?)", (item_id, model, blob))
+
+    def vectors(self, model: str) -> tuple[list[int], list[bytes]]:
+        rows = self.query("SELECT item_id, vector FROM item_vectors WHERE model = ? ORDER BY item_id", (model,))
+        return [r[0] for r in rows], [r[1] for r in rows]
+
+    def items_without_vector(self, model: str) -> list[sqlite3.Row]:
+        return self.query(
+            "SELECT id, title, content FROM items WHERE id NOT IN (SELECT item_id FROM item_vectors WHERE model = ?)",
+            (model,),
+        )
+
     # ---------------------------------------------------------------- meta
 
     def meta(self, key: str, default: str | None = None) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from pathlib import Path
 
 import click
@@ -119,7 +120,7 @@ def memory_show(state: State, item_id: int) -> None:
 def memory_add(state: State, title, content, code, kind, scope, operator, family, item_backend, hardware, tags) -> None:
     """Add an item (a near-duplicate strengthens the existing one instead)."""
     if content == "-":
-        content = click.get_text_stream("stdin").read()
+        content = sys.stdin.read()
     new = NewItem(title=title, content=content, code=Path(code).read_text() if code else None, kind=kind,
                   scope=scope, operator=operator, family=family, backend=item_backend, hardware=hardware, tags=list(tags))
     result = state.engine.add_item(new)

@@ -32,7 +32,7 @@ def test_migrations_are_recorded_and_reopening_applies_nothing_new(tmp_path):
     Engine(Config(db_path=path)).close()
     with Engine(Config(db_path=path)) as eng:
         names = [r[0] for r in eng.store.query("SELECT name FROM migrations")]
-        assert names == ["0001_initial"]
+        assert names == ["0001_initial", "0002_item_vectors"]
         assert eng.store.scalar("PRAGMA journal_mode") == "wal"
 
 

@@ -1,0 +1,65 @@
+"""The `sage` memory commands, run through click's real parser."""
+
+import json
+
+from click.testing import CliRunner
+
+from sage_mcp.cli import cli
+
+
+def sage(db, *args, input=None):
+    result = CliRunner().invoke(cli, ["--db", str(db), *args], input=input, catch_exceptions=False)
+    return result
+
+
+def test_init_imports_the_starter_memory_once(tmp_path):
+    db = tmp_path / "m.db"
+    first = sage(db, "--json", "init")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.output)["starter"]["items"] >= 15
+    again = json.loads(sage(db, "--json", "init").output)
+    assert again["starter"] is None
+
+
+def test_add_list_show_edit_quarantine_delete_round_trip(tmp_path):
+    db = tmp_path / "m.db"
+    added = json.loads(sage(db, "--json", "memory", "add", "--title", "Tile by 128", "--content", "-",
+                            "--tag", "matmul", input="Use 128x128 tiles for GEMM.\n").output)
+    item_id = added["item"]["id"]
+    listed = json.loads(sage(db, "memory", "list", "--json").output)
+    assert [i["id"] for i in listed] == [item_id]
+    shown = sage(db, "memory", "show", str(item_id))
+    assert "Use 128x128 tiles" in shown.output
+    assert json.loads(sage(db, "--json", "memory", "edit", str(item_id), "--title", "Tile GEMM by 128").output)["title"] == "Tile GEMM by 128"
+    assert json.loads(sage(db, "--json", "memory", "quarantine", str(item_id), "--reason", "wrong").output)["status"] == "quarantined"
+    assert json.loads(sage(db, "--json", "memory", "quarantine", str(item_id), "--undo").output)["status"] == "active"
+    assert json.loads(sage(db, "--json", "memory", "delete", str(item_id)).output)["status"] == "deleted"
+    assert json.loads(sage(db, "memory", "list", "--json").output) == []
+
+
+def test_errors_are_one_clear_line_and_exit_code_two(tmp_path):
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "memory", "show", "99"])
+    assert result.exit_code == 2
+    assert "no memory item with id 99" in result.output
+    empty = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "memory", "add", "--title", "t", "--content", " "])
+    assert empty.exit_code == 2 and "content must not be empty" in empty.output
+
+
+def test_export_and_import_through_the_cli(tmp_path):
+    db, copy, out = tmp_path / "m.db", tmp_path / "copy.db", tmp_path / "dump.jsonl"
+    sage(db, "init")
+    assert sage(db, "memory", "export", str(out)).exit_code == 0
+    assert sage(copy, "memory", "import", str(out)).exit_code == 0
+    a = json.loads(sage(db, "memory", "list", "--json").output)
+    b = json.loads(sage(copy, "memory", "list", "--json").output)
+    assert a == b and len(a) >= 15
+
+
+def test_consolidate_dry_run_and_stats(tmp_path):
+    db = tmp_path / "m.db"
+    sage(db, "init")
+    report = json.loads(sage(db, "--json", "consolidate", "--dry-run").output)
+    assert report["dry_run"] is True and report["rulebook"] == []
+    stats = json.loads(sage(db, "--json", "memory", "stats").output)
+    assert stats["consolidations"] == 0 and stats["items_by_status"]["active"] >= 15
+    assert sage(db, "episodes", "list").exit_code == 0
