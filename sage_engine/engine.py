@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,7 +22,7 @@ from sage_engine.memory import episodes, items, rulebook
 from sage_engine.memory.consolidation import DeterministicAbstractor, RuleAbstractor
 from sage_engine.memory.embeddings import DenseIndex, load_embedder
 from sage_engine.memory.retrieval import Candidate, Filters, rank
-from sage_engine.memory.store import Store
+from sage_engine.memory.store import Store, check_id
 from sage_engine.memory.text import fts_query
 from sage_engine.models import (
     AddResult,
@@ -215,9 +216,13 @@ class Engine:
                     "SELECT id FROM episodes WHERE status = 'open' AND client = ? AND task = ?", (client, key.task)
                 ):
                     self._close(row["id"])
-            episode_id = episodes.open_episode(self.store, key)
         filters = Filters(scopes=self._scopes(key.scope), backend=key.backend, hardware=key.hardware)
-        return episodes.retrieve(self.store, self.config, episode_id, query, filters, k, self._candidates)
+        # One transaction: an idle sweep in another process cannot close the
+        # episode between its opening and its retrieval log.
+        with self.store.transaction():
+            if episode_id is None:
+                episode_id = episodes.open_episode(self.store, key)
+            return episodes.retrieve(self.store, self.config, episode_id, query, filters, k, self._candidates)
 
     def evaluate(
         self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
@@ -263,6 +268,7 @@ class Engine:
     ) -> AdoptionReport:
         row = episodes.episode_row(self.store, episode_id)
         if attempt_id is not None:
+            check_id(attempt_id, "attempt")
             owner = self.store.scalar("SELECT episode_id FROM attempts WHERE id = ?", (attempt_id,))
             if owner != episode_id:
                 raise InvalidInput(f"attempt {attempt_id} does not belong to episode {episode_id}")
@@ -335,7 +341,11 @@ class Engine:
         from sage_engine.evaluation.tasks import load_task
 
         items.check_text("task", spec, self.config.max_candidate_chars, required=True)
-        if "\n" not in spec and ("/" in spec or spec.endswith(".py")):
+        inline = "class Model" in spec and "\n" in spec
+        bundled = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", spec) is not None and (SUITE_DIR / spec).is_dir()
+        if not inline and not bundled:
+            # Anything else names a file or folder: check it before it is read,
+            # so a client cannot make the server open files outside its roots.
             self._check_path(Path(spec))
         return load_task(spec)
 

@@ -12,7 +12,7 @@ from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.memory import utility
 from sage_engine.memory.retrieval import Candidate, Filters, rank
-from sage_engine.memory.store import Store
+from sage_engine.memory.store import Store, check_id
 from sage_engine.memory.text import approx_tokens
 from sage_engine.models import (
     Adoption,
@@ -48,6 +48,7 @@ def open_episode(store: Store, key: EpisodeKey) -> int:
 
 
 def episode_row(store: Store, episode_id: int):
+    check_id(episode_id, "episode")
     rows = store.query("SELECT * FROM episodes WHERE id = ?", (episode_id,))
     if not rows:
         raise NotFound(f"no episode with id {episode_id}; start one with retrieve_rules")

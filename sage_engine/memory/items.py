@@ -33,6 +33,10 @@ def check_text(name: str, value: str | None, limit: int, *, required: bool) -> s
         return None
     if "\x00" in value:
         raise InvalidInput(f"{name} contains a NUL byte; send plain text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{name} is not valid Unicode text (lone surrogate at position {exc.start}); send UTF-8 text") from exc
     if len(value) > limit:
         raise InvalidInput(f"{name} is {len(value)} characters; the limit is {limit}. Shorten it")
     return value

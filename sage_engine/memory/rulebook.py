@@ -11,7 +11,7 @@ from typing import Callable
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.memory import consolidation as ugc
-from sage_engine.memory.store import Store, item_from_row
+from sage_engine.memory.store import Store, check_id, item_from_row
 from sage_engine.models import ConsolidationReport, Item, RuleDraft
 
 log = logging.getLogger(__name__)
@@ -33,18 +33,26 @@ def consolidate(
         raise InvalidInput("budget_tokens must lie between 1 and 200000")
     step = progress or (lambda *_: None)
     fallback = ugc.DeterministicAbstractor()
+    # Gate and abstract outside the write lock: an LLM abstractor may take
+    # seconds per cluster, and other processes must keep writing meanwhile.
+    step(0, 3, "gating items")
+    eligible = _eligible(store.query("SELECT * FROM items WHERE status = 'active' AND kind = 'experience'"), config)
+    clusters = ugc.cluster(eligible, config.cluster_threshold)
+    step(1, 3, f"abstracting {len(clusters)} clusters")
+    drafts: list[tuple[list[Item], RuleDraft, str]] = []
+    notes: list[str] = []
+    for group in clusters:
+        draft, used = _abstract(abstractor, fallback, group, notes)
+        drafts.append((group, draft, used))
     with store.transaction() as conn:
-        step(0, 3, "gating items")
-        rows = conn.execute("SELECT * FROM items WHERE status = 'active' AND kind = 'experience'").fetchall()
-        stats = [ugc.GateStats(item_from_row(r), r["target_sum"], r["target_sq"]) for r in rows]
-        eligible = [s.item for s in stats if ugc.is_eligible(s, config)]
-        clusters = ugc.cluster(eligible, config.cluster_threshold)
-        step(1, 3, f"abstracting {len(clusters)} clusters")
-        drafts: list[tuple[list[Item], RuleDraft, str]] = []
-        notes: list[str] = []
-        for group in clusters:
-            draft, used = _abstract(abstractor, fallback, group, notes)
-            drafts.append((group, draft, used))
+        # Another process may have merged, quarantined or re-credited an item
+        # while we abstracted: keep only clusters that are still eligible as a whole.
+        still = {it.id for it in _eligible(conn.execute("SELECT * FROM items WHERE status = 'active' AND kind = 'experience'").fetchall(), config)}
+        for group, _, _ in list(drafts):
+            if not all(it.id in still for it in group):
+                notes.append(f"cluster {[it.id for it in group]} changed during consolidation; left for the next run")
+        drafts = [d for d in drafts if all(it.id in still for it in d[0])]
+        eligible = [it for it in eligible if it.id in still]
         snapshot: dict[str, object] = {"statuses": {}, "created": []}
         now = time.time()
         new_rules: list[Item] = []
@@ -115,6 +123,7 @@ def revert(store: Store, consolidation_id: int) -> ConsolidationReport:
     """Undo one consolidation: created rules are marked deleted (kept for the
     audit trail), every status it changed goes back. Only the latest
     un-reverted consolidation may be reverted, so states never interleave."""
+    check_id(consolidation_id, "consolidation")
     with store.transaction() as conn:
         row = conn.execute("SELECT * FROM consolidations WHERE id = ?", (consolidation_id,)).fetchone()
         if row is None:
@@ -137,6 +146,11 @@ def revert(store: Store, consolidation_id: int) -> ConsolidationReport:
         report.tokens = sum(r.tokens for r in report.rulebook)
         report.notes = report.notes + [f"reverted consolidation {consolidation_id}"]
         return report
+
+
+def _eligible(rows, config: Config) -> list[Item]:
+    stats = [ugc.GateStats(item_from_row(r), r["target_sum"], r["target_sq"]) for r in rows]
+    return [s.item for s in stats if ugc.is_eligible(s, config)]
 
 
 def _abstract(abstractor, fallback, group, notes) -> tuple[RuleDraft, str]:

@@ -113,12 +113,14 @@ class Store:
     # --------------------------------------------------------------------- items
 
     def item(self, item_id: int) -> Item:
+        check_id(item_id, "memory item")
         rows = self.query("SELECT * FROM items WHERE id = ?", (item_id,))
         if not rows:
             raise NotFound(f"no memory item with id {item_id}; list items with `sage memory list` or search_memory")
         return item_from_row(rows[0])
 
     def item_row(self, item_id: int) -> sqlite3.Row:
+        check_id(item_id, "memory item")
         rows = self.query("SELECT * FROM items WHERE id = ?", (item_id,))
         if not rows:
             raise NotFound(f"no memory item with id {item_id}")
@@ -218,6 +220,14 @@ class Store:
                     raise StoreError(f"cannot import {table} row {row.get('id')}: {exc} (import into an empty database)") from exc
                 counts[table] = counts.get(table, 0) + 1
         return counts
+
+
+def check_id(value: int, what: str) -> int:
+    """SQLite integers are 64-bit: larger ids cannot exist, so say so plainly
+    instead of letting the driver overflow."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise NotFound(f"no {what} with id {value!r}; ids are positive integers returned by SAGE")
+    return value
 
 
 def _split_sql(sql: str) -> list[str]:

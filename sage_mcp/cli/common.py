@@ -16,7 +16,8 @@ from rich.table import Table
 from sage_engine.config import Config
 from sage_engine.errors import SageError
 
-console = Console(stderr=False, soft_wrap=True)
+# Piped output (scripts, CI logs) has no terminal width; don't squeeze tables into 80 columns.
+console = Console(stderr=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
 
 

@@ -1,0 +1,106 @@
+"""How MCP clients launch SAGE: the stdio command of this environment and the
+project files Claude Code, Cursor and VS Code read (`sage mcp config`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from sage_engine.errors import InvalidInput
+
+# File, top-level key and entry shape per client. VS Code names the map
+# `servers` and wants an explicit type; Claude Code writes `type` too; Cursor
+# accepts it but does not need it.
+CLIENTS: dict[str, tuple[str, str, bool]] = {
+    "claude": (".mcp.json", "mcpServers", True),
+    "cursor": (".cursor/mcp.json", "mcpServers", False),
+    "vscode": (".vscode/mcp.json", "servers", True),
+}
+
+
+def server_command() -> list[str]:
+    """The absolute command that starts the stdio server from this
+    environment, so a client can launch it without activating the venv."""
+    script = Path(sys.executable).parent / ("sage-mcp.exe" if os.name == "nt" else "sage-mcp")
+    if script.is_file():
+        return [str(script)]
+    return [sys.executable, "-m", "sage_mcp.server"]
+
+
+def server_args(db: str | Path | None = None, backend: str | None = None) -> list[str]:
+    args: list[str] = []
+    if db:
+        args += ["--db", str(Path(db).expanduser().resolve())]
+    if backend:
+        args += ["--backend", backend]
+    return args
+
+
+def server_entry(client: str, db: str | Path | None = None, backend: str | None = None) -> dict[str, Any]:
+    _, _, typed = _spec(client)
+    command, *prefix = server_command()
+    entry: dict[str, Any] = {"type": "stdio"} if typed else {}
+    entry.update(command=command, args=prefix + server_args(db, backend))
+    if client == "claude":
+        entry["env"] = {}
+    return entry
+
+
+def config_path(client: str, project: str | Path = ".") -> Path:
+    return Path(project).expanduser().resolve() / _spec(client)[0]
+
+
+def merged_config(client: str, existing: dict[str, Any] | None, entry: dict[str, Any], name: str = "sage") -> dict[str, Any]:
+    """`existing` with our server set under the client's key; every other
+    server and top-level key (VS Code `inputs`, ...) is kept as it was."""
+    _, key, _ = _spec(client)
+    config = dict(existing or {})
+    servers = config.get(key, {})
+    if not isinstance(servers, dict):
+        raise InvalidInput(f"the existing config's {key!r} is not an object; fix the file by hand")
+    config[key] = {**servers, name: entry}
+    return config
+
+
+def write_config(client: str, entry: dict[str, Any], project: str | Path = ".", name: str = "sage") -> Path:
+    path = config_path(client, project)
+    existing = None
+    if path.exists():
+        text = path.read_text(encoding="utf-8")
+        try:
+            existing = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            # VS Code tolerates comments in mcp.json; rewriting such a file
+            # would drop them, so refuse rather than clobber.
+            raise InvalidInput(
+                f"{path} is not plain JSON ({exc.msg} at line {exc.lineno}); remove comments or trailing "
+                "commas, or add the printed entry by hand"
+            ) from exc
+        if not isinstance(existing, dict):
+            raise InvalidInput(f"{path} does not hold a JSON object; fix or remove it")
+    config = merged_config(client, existing, entry, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)  # an interrupted write never leaves a half file under the real name
+    return path
+
+
+def connect_hint(db: str | Path | None = None) -> str:
+    """Lines for the stdio banner: how each client connects to this server."""
+    command = " ".join(server_command() + server_args(db))
+    return (
+        f"  Claude Code: claude mcp add --transport stdio --scope project sage -- {command}\n"
+        "  Cursor:      sage mcp config --client cursor --write   (writes .cursor/mcp.json)\n"
+        "  VS Code:     sage mcp config --client vscode --write   (writes .vscode/mcp.json)"
+    )
+
+
+def _spec(client: str) -> tuple[str, str, bool]:
+    try:
+        return CLIENTS[client]
+    except KeyError:
+        raise InvalidInput(f"unknown client {client!r}; choose one of {', '.join(CLIENTS)}") from None

@@ -1,0 +1,242 @@
+"""SAGE's MCP server: the agent protocol (retrieve_rules -> compile_and_bench
+-> record_adoption -> consolidate), memory and task tools (`mcp_tools`),
+resources and a protocol prompt, over stdio (`sage-mcp`) or streamable HTTP
+(`sage serve`). The Engine opens in the server's lifespan; a background task
+closes and credits episodes left idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+import sys
+import uuid
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable
+
+import anyio
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.resources import Resource
+from pydantic import PrivateAttr
+
+from sage_engine.config import BACKENDS, Config
+from sage_engine.engine import Engine
+from sage_engine.errors import NotFound, SageError
+from sage_engine.models import AdoptionReport, Item
+from sage_mcp.mcp_clients import connect_hint
+from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, refusal, state_of
+
+log = logging.getLogger("sage_mcp.server")
+
+INSTRUCTIONS = """\
+SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
+1. retrieve_rules(task) -> episode_id, resident rules and ranked items.
+2. Write a candidate (class ModelNew, same interface as the reference Model).
+3. compile_and_bench(candidate, task, episode_id=..., adopted_ids=[ids you used]).
+   A failing kernel is a result: read status and diagnostics, fix, call again.
+4. record_adoption(episode_id, adopted=[{id, evidence}], attempt_id=best, lesson={title, content}).
+   This credits the items you used and stores your lesson for the next agent.
+5. consolidate() now and then promotes proven items into the rulebook.
+Only ids shown in your episode may be adopted. An open episode is closed and
+credited after a period of inactivity or when you retrieve again for the same task."""
+
+
+SweepHook = Callable[[list[AdoptionReport]], None]
+
+
+def sweep_interval(config: Config) -> float:
+    # A quarter of the idle limit closes an idle episode at most 25% late;
+    # at least every minute so a long limit still sweeps, at most 20 Hz.
+    return min(max(config.episode_idle_s / 4, 0.05), 60.0)
+
+
+async def _sweep_idle(state: AppState, interval: float, on_sweep: SweepHook | None) -> None:
+    """Close and credit episodes nobody touched for episode_idle_s, even when
+    no agent calls retrieve_rules again (the engine also does it then)."""
+    while True:
+        await anyio.sleep(interval)
+        reports: list[AdoptionReport] = []
+        try:
+            reports = await anyio.to_thread.run_sync(state.engine.close_idle_episodes)
+            if reports:
+                log.info("closed %d idle episodes: %s", len(reports), [r.episode_id for r in reports])
+        except Exception:  # a failed sweep (say a locked database) must not take the server down
+            log.exception("idle-episode sweep failed; retrying in %.1f s", interval)
+        if on_sweep is not None:
+            on_sweep(reports)
+
+
+class _Published:
+    """The state of the running lifespan, for the one static resource: the
+    SDK hands static resources no Context, so they cannot reach the
+    lifespan context the way tools do."""
+
+    state: AppState | None = None
+
+    def get(self) -> AppState:
+        if self.state is None:
+            raise ResourceError("the SAGE server is not running")
+        return self.state
+
+
+class RulebookResource(Resource):
+    _published: _Published = PrivateAttr()
+
+    def __init__(self, published: _Published, **data: Any):
+        super().__init__(**data)
+        self._published = published
+
+    async def read(self) -> str:
+        rules = await anyio.to_thread.run_sync(self._published.get().engine.resident_rules)
+        return render_rulebook(rules)
+
+
+def render_rulebook(rules: list[Item]) -> str:
+    if not rules:
+        return "# SAGE rulebook\n\nNo resident rules yet: run episodes and `consolidate` to promote proven items.\n"
+    parts = [f"# SAGE rulebook ({len(rules)} rules, {sum(r.tokens for r in rules)} tokens)\n"]
+    for r in rules:
+        parts.append(f"## [{r.id}] {r.title}\n\n{r.content}\n")
+        if r.code:
+            parts.append(f"```python\n{r.code}\n```\n")
+        parts.append(f"_utility {r.utility:.3f}, adopted {r.n_adopted}x by {', '.join(r.operators_adopted) or 'none'}_\n")
+    return "\n".join(parts)
+
+# --------------------------------------------------------- resources, prompt
+
+
+async def item_resource(item_id: str, ctx: Context) -> str:
+    if not item_id.isdigit():
+        raise ResourceNotFoundError(f"item ids are integers, got {item_id!r}")
+    try:
+        item = await anyio.to_thread.run_sync(state_of(ctx).engine.get_item, int(item_id))
+    except NotFound as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    return item.model_dump_json(indent=2)
+
+
+async def task_resource(task_id: str, ctx: Context) -> str:
+    engine = state_of(ctx).engine
+    try:
+        summary, source = await anyio.to_thread.run_sync(lambda: (engine.get_task(task_id), engine.task_source(task_id)))
+    except NotFound as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    except (SageError, *INPUT_FAULTS) as exc:
+        raise ResourceError(str(refusal(exc))) from exc
+    return (
+        f"# {summary.name} (`{summary.id}`)\n\n{summary.description}\n\n"
+        f"operator `{summary.operator}`, family `{summary.family}`, level {summary.level}, {summary.cases} cases\n\n"
+        f"```python\n{source}\n```\n"
+    )
+
+
+def sage_protocol(task: str = "") -> str:
+    """How to work with SAGE on one kernel task, step by step."""
+    target = f"the task `{task}`" if task else "the task you are given"
+    return f"""You are writing an NPU kernel for {target} with SAGE's memory and evaluator.
+
+1. Call `retrieve_rules` with the task (a bundled id, a reference path, or a description).
+   Read the resident rules and the items. Note the `episode_id`.
+2. Write a candidate module: `class ModelNew(nn.Module)` with the same constructor and
+   forward signature as the reference `Model` (see `show_task`). Follow the rules and the
+   items that fit; remember the ids of the items you actually follow.
+3. Call `compile_and_bench` with the candidate, the task, `episode_id` and
+   `adopted_ids=[...]`. A status other than `correct` is information, not failure: read
+   `message`, `mismatch` and `diagnostics` (line numbers are in your candidate), fix, retry.
+4. Once correct, try to make it faster; each call reports `speedup` over the reference.
+5. Call `record_adoption` with `episode_id`, `adopted=[{{"id": ..., "evidence": "how it helped"}}]`,
+   `attempt_id` of your best attempt and a `lesson` ({{"title", "content", "code"}}) that
+   would have saved you time: the pitfall, the fix, when it applies.
+6. After several episodes, call `consolidate` so proven lessons become resident rules.
+
+Only adopt ids that `retrieve_rules` showed in this episode. Do not call the reference or
+the torch operator the task forbids; SAGE checks for that."""
+
+
+# ------------------------------------------------------------------ server
+
+
+def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = None) -> MCPServer:
+    """An MCP server bound to one memory database; the Engine opens when a
+    transport starts the server's lifespan and closes with it. `on_sweep`
+    observes each idle-episode sweep (with the episodes it closed)."""
+    config = config or Config.from_env()
+    published = _Published()
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[AppState]:
+        engine = await anyio.to_thread.run_sync(Engine, config)
+        state = AppState(engine=engine, instance=f"{os.getpid()}-{uuid.uuid4().hex[:6]}")
+        published.state = state
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_sweep_idle, state, sweep_interval(config), on_sweep)
+                yield state
+                tg.cancel_scope.cancel()
+        finally:
+            published.state = None
+            engine.close()
+
+    server = MCPServer(
+        "sage", title="SAGE kernel memory", instructions=INSTRUCTIONS, version=_version(),
+        lifespan=lifespan, log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
+    )
+    for fn, title, hints in TOOLS:
+        server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints)
+    server.add_resource(RulebookResource(
+        published, uri="sage://rulebook", name="rulebook", title="SAGE resident rulebook",
+        description="The rules every agent sees first (markdown)", mime_type="text/markdown",
+    ))
+    server.resource("sage://items/{item_id}", name="item", title="Memory item",
+                    description="One memory item as JSON", mime_type="application/json")(item_resource)
+    server.resource("sage://tasks/{task_id}", name="task", title="Bundled task",
+                    description="A task's summary and reference source (markdown)", mime_type="text/markdown")(task_resource)
+    server.prompt(name="sage_protocol", title="SAGE protocol")(sage_protocol)
+    return server
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sage-npu")
+    except PackageNotFoundError:
+        return "0"
+
+
+def banner(config: Config) -> str:
+    return (
+        f"sage-mcp {_version()}: memory {config.db_path} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
+        f"Connect a client:\n{connect_hint(config.db_path)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
+    parser.add_argument("--db", help="memory database (default: your data dir; env SAGE_DB)")
+    parser.add_argument("--backend", choices=BACKENDS, help="default evaluation backend (env SAGE_BACKEND)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
+    parser.add_argument("--quiet", action="store_true", help="no banner")
+    args = parser.parse_args(argv)
+    # stdout carries the protocol: every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = Config.from_env(db_path=args.db, backend=args.backend)
+    except SageError as exc:
+        print(f"sage-mcp: {exc}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(banner(config), file=sys.stderr, flush=True)
+    create_server(config).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

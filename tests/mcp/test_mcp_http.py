@@ -1,0 +1,138 @@
+"""`sage serve`: streamable HTTP behind a bearer token, as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from sage_mcp.http_transport import BearerAuth, is_loopback, load_or_create_token
+
+SAGE = Path(sys.executable).parent / "sage"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}}
+
+
+@pytest.fixture
+def served(tmp_path):
+    """`sage serve --port 0` running; yields (url, token, token_file)."""
+    db = tmp_path / "memory.db"
+    proc = subprocess.Popen([str(SAGE), "--db", str(db), "serve", "--port", "0"], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    try:
+        lines = []
+        with _deadline(60):
+            while not any(line.startswith("token") for line in lines):
+                line = proc.stderr.readline()
+                assert line, f"server exited: {''.join(lines)}"
+                lines.append(line)
+        banner = "".join(lines)
+        url = re.search(r"listening on (\S+)", banner).group(1)
+        token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
+        yield url, token, tmp_path / "memory.mcp-token"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+class _deadline:
+    """Bound a blocking read loop: SIGALRM interrupts it if the server never speaks."""
+
+    def __init__(self, seconds: int):
+        self.seconds = seconds
+
+    def __enter__(self):
+        import signal
+
+        def fail(*_):
+            raise TimeoutError(f"no banner from `sage serve` within {self.seconds} s")
+
+        self._old = signal.signal(signal.SIGALRM, fail)
+        signal.alarm(self.seconds)
+
+    def __exit__(self, *exc):
+        import signal
+
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, self._old)
+
+
+def test_requests_without_the_right_token_are_refused_with_401(served):
+    url, token, token_file = served
+    headers = {"Accept": "application/json, text/event-stream"}
+    for auth in (None, "Bearer wrong-token-xxxxxxxxxxxxxxxx", f"Basic {token}", f"Bearer {token}x", f"Bearer {token[:-1]}"):
+        sent = dict(headers, **({"Authorization": auth} if auth else {}))
+        r = httpx.post(url, json=INIT, headers=sent, timeout=30)
+        assert r.status_code == 401, auth
+        assert r.headers["www-authenticate"].startswith("Bearer")
+    assert httpx.get(url.replace("/mcp", "/"), timeout=30).status_code == 401
+    r = httpx.post(url, json=INIT, headers=dict(headers, Authorization=f"Bearer {token}"), timeout=30)
+    assert r.status_code == 200
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600 and token_file.read_text().strip() == token
+
+
+async def test_a_client_with_the_token_runs_a_real_session_over_http(served):
+    url, token, _ = served
+    with anyio.fail_after(60):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(url, http_client=http)) as c:
+            tools = {t.name for t in (await c.list_tools()).tools}
+            assert {"retrieve_rules", "compile_and_bench", "record_adoption", "consolidate"} <= tools
+            r = await c.call_tool("retrieve_rules", {"task": "silu"})
+            assert not r.is_error and r.structured_content["episode_id"] == 1
+            r = await c.call_tool("record_adoption", {"episode_id": 1})
+            assert r.structured_content["closed"] is True
+        http = create_mcp_http_client(headers={"Authorization": "Bearer nope-nope-nope-nope"})
+        # The SDK reports the 401 as a generic error response; the status itself is checked above.
+        with pytest.RaisesGroup(MCPError, flatten_subgroups=True):
+            async with Client(streamable_http_client(url, http_client=http)) as c:
+                await c.call_tool("ping", {})
+
+
+def test_a_non_loopback_bind_needs_allow_remote(tmp_path):
+    r = subprocess.run([str(SAGE), "--db", str(tmp_path / "m.db"), "serve", "--host", "0.0.0.0", "--port", "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "--allow-remote" in r.stderr
+    assert not (tmp_path / "m.mcp-token").exists()
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4") and not is_loopback("example.com")
+
+
+def test_the_token_is_created_once_private_and_reused(tmp_path):
+    path = tmp_path / "dir" / "t.token"
+    token = load_or_create_token(path)
+    assert len(token) >= 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_token(path) == token
+    os.chmod(path, 0o644)
+    with pytest.raises(Exception, match="chmod 600"):
+        load_or_create_token(path)
+
+
+async def test_the_auth_middleware_passes_lifespan_and_refuses_websockets():
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["type"])
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    guard = BearerAuth(app, "s3cret-token-value")
+    await guard({"type": "lifespan"}, None, send)
+    await guard({"type": "websocket", "headers": []}, None, send)
+    await guard({"type": "http", "headers": [(b"authorization", b"bearer s3cret-token-value")]}, None, send)
+    await guard({"type": "http", "headers": [(b"authorization", b"Bearer s3cret-token-value")] * 2}, None, send)
+    assert seen == ["lifespan", "http"]
+    assert sent[0] == {"type": "websocket.close", "code": 1008} and sent[1]["status"] == 401

@@ -1,0 +1,283 @@
+"""Every MCP tool, resource and the prompt, through the official in-memory
+client against a real SQLite database in tmp_path."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from mcp import MCPError
+from tests.mcp.mcp_support import SILU_CPU, WRONG_SILU, connect, fast, seed, text
+
+from sage_engine.engine import Engine
+from sage_engine.models import (
+    AddResult,
+    AdoptionReport,
+    ConsolidationReport,
+    EpisodeDetail,
+    EvalResult,
+    Item,
+    MemoryStats,
+    RetrievalResult,
+    ScoredItem,
+    TaskDetail,
+    TaskSummary,
+)
+
+PROTOCOL_TOOLS = {"retrieve_rules", "compile_and_bench", "record_adoption", "consolidate"}
+READ_ONLY = {"list_tasks", "show_task", "search_memory", "show_item", "memory_stats", "show_episode", "ping"}
+
+
+async def test_every_tool_is_listed_with_an_output_schema_and_truthful_hints(config):
+    async with connect(config) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+    assert PROTOCOL_TOOLS | READ_ONLY | {"add_experience"} == set(tools)
+    for name, tool in tools.items():
+        assert tool.output_schema, name
+        assert tool.description and "    " not in tool.description, name
+        hints = tool.annotations
+        assert hints.read_only_hint is (name in READ_ONLY), name
+        assert hints.idempotent_hint is (name in READ_ONLY), name
+        assert hints.destructive_hint is (name == "consolidate"), name
+        assert hints.open_world_hint is False
+    assert "episode_id" in tools["compile_and_bench"].input_schema["properties"]
+    assert tools["retrieve_rules"].input_schema["required"] == ["task"]
+
+
+async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_down(config):
+    config = fast(config)
+    ids = seed(config)
+    async with connect(config) as c:
+        r = await c.call_tool("retrieve_rules", {"task": "silu", "k": 3})
+        retrieval = RetrievalResult.model_validate(r.structured_content)
+        shown = [i.id for i in retrieval.items]
+        assert set(ids) <= set(shown)
+        adopted = ids[0]
+
+        updates: list[tuple[float, float | None, str | None]] = []
+
+        async def on_progress(progress, total, message):
+            updates.append((progress, total, message))
+
+        r = await c.call_tool("compile_and_bench", {
+            "candidate": str(SILU_CPU), "task": "silu", "episode_id": retrieval.episode_id,
+            "adopted_ids": [adopted], "trials": 1,
+        }, progress_callback=on_progress)
+        assert not r.is_error, text(r)
+        result = EvalResult.model_validate(r.structured_content)
+        assert result.status == "correct" and result.attempt_id and result.speedup
+        assert result.episode_id == retrieval.episode_id
+        assert len(updates) >= 2 and updates[-1][0] == updates[-1][1]
+        assert [u[0] for u in updates] == sorted(u[0] for u in updates)
+
+        r = await c.call_tool("record_adoption", {
+            "episode_id": retrieval.episode_id, "attempt_id": result.attempt_id,
+            "adopted": [{"id": adopted, "evidence": "computed in float32"}],
+            "lesson": {"title": "SiLU on CPU: torch.sigmoid then in-place mul", "content": "sigmoid(x).mul_(x) in float32 matches the reference; cast back at the end."},
+        })
+        assert not r.is_error, text(r)
+        report = AdoptionReport.model_validate(r.structured_content)
+        assert report.closed and report.reward > 0
+        moved = {u.item_id: u for u in report.updates}
+        assert moved[adopted].adopted and moved[adopted].after > moved[adopted].before
+        for other in set(shown) - {adopted}:
+            assert not moved[other].adopted and moved[other].after < moved[other].before
+        assert report.new_item is not None and report.new_item.source_attempt == result.attempt_id
+
+        r = await c.call_tool("show_episode", {"episode_id": retrieval.episode_id})
+        detail = EpisodeDetail.model_validate(r.structured_content)
+        assert detail.status == "closed" and [a.id for a in detail.adopted] == [adopted]
+        assert detail.attempt_list[0].status == "correct"
+
+    with Engine(config) as engine:  # what the server wrote is what the database holds
+        assert engine.get_item(adopted).utility > 0
+        assert all(engine.get_item(i).utility < 0 for i in set(shown) - {adopted})
+
+
+async def test_a_failing_kernel_is_a_result_and_the_server_answers_while_it_runs(config):
+    config = fast(config)
+    async with connect(config) as c:
+        started = anyio.Event()
+        outcome: dict = {}
+
+        async def on_progress(progress, total, message):
+            started.set()
+
+        async def bench():
+            outcome["r"] = await c.call_tool("compile_and_bench", {"candidate": WRONG_SILU, "task": "silu", "trials": 1},
+                                             progress_callback=on_progress)
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(bench)
+                await started.wait()
+                pong = await c.call_tool("ping", {})
+                assert "r" not in outcome  # answered while the evaluation was still running
+                assert pong.structured_content["server"] == "sage"
+        r = outcome["r"]
+        assert not r.is_error
+        result = EvalResult.model_validate(r.structured_content)
+        assert result.status == "incorrect" and not result.correct and result.mismatch
+        assert result.attempt_id is not None
+
+
+async def test_adopting_an_item_the_episode_never_showed_is_refused_and_says_why(config):
+    ids = seed(config, [("Softmax: subtract the row max", "exp after subtracting the max")])
+    async with connect(config) as c:
+        r = await c.call_tool("retrieve_rules", {"task": "layer norm with fused affine", "k": 1})
+        episode = r.structured_content["episode_id"]
+        shown = {i["id"] for i in r.structured_content["items"]}
+        stranger = max(ids + list(shown)) + 100
+        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "episode_id": episode,
+                                                    "adopted_ids": [stranger]})
+        assert r.is_error and f"[{stranger}]" in text(r) and "not shown" in text(r)
+        r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": stranger}]})
+        assert r.is_error and f"[{stranger}]" in text(r) and "retrieve_rules" in text(r)
+        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "adopted_ids": [1]})
+        assert r.is_error and "episode_id" in text(r)
+
+
+async def test_record_adoption_can_keep_the_episode_open_and_close_it_later(config):
+    ids = seed(config)
+    async with connect(config) as c:
+        r = await c.call_tool("retrieve_rules", {"task": "silu"})
+        episode = r.structured_content["episode_id"]
+        r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[1]}], "close": False})
+        report = AdoptionReport.model_validate(r.structured_content)
+        assert not report.closed and report.reward is None and not report.updates
+        r = await c.call_tool("record_adoption", {"episode_id": episode})
+        report = AdoptionReport.model_validate(r.structured_content)
+        assert report.closed and {u.item_id for u in report.updates if u.adopted} == {ids[1]}
+        r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[1]}]})
+        assert r.is_error and "closed" in text(r)
+
+
+async def test_retrieving_again_for_the_same_task_closes_that_clients_previous_episode(config):
+    seed(config)
+    async with connect(config) as c, connect(config) as other:
+        first = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        theirs = (await other.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        elsewhere = (await c.call_tool("retrieve_rules", {"task": "gelu"})).structured_content["episode_id"]
+        second = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        assert len({first, theirs, elsewhere, second}) == 4
+        status = {}
+        for ep in (first, theirs, elsewhere, second):
+            r = await c.call_tool("show_episode", {"episode_id": ep})
+            status[ep] = r.structured_content["status"]
+    # Only the same client's episode for the same task was closed and credited.
+    assert status == {first: "closed", theirs: "open", elsewhere: "open", second: "open"}
+
+
+async def test_the_background_sweep_closes_and_credits_an_idle_episode(config):
+    # Long enough that retrieve_rules finishes before its episode counts as idle.
+    config = config.replace(episode_idle_s=1.0)
+    swept: list[int] = []
+    closed = anyio.Event()
+
+    def on_sweep(reports):
+        swept.extend(r.episode_id for r in reports)
+        if swept:
+            closed.set()
+
+    seed(config)
+    async with connect(config, on_sweep=on_sweep) as c:
+        episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        with anyio.fail_after(10):
+            await closed.wait()
+        r = await c.call_tool("show_episode", {"episode_id": episode})
+    assert swept == [episode]
+    assert r.structured_content["status"] == "closed" and r.structured_content["reward"] == pytest.approx(-config.delta)
+
+
+async def test_closing_every_nth_episode_consolidates_automatically(config):
+    config = config.replace(auto_consolidate_every=2)
+    ids = seed(config)
+    async with connect(config) as c:
+        reports = []
+        for _ in range(2):
+            episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+            r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[0]}]})
+            reports.append(AdoptionReport.model_validate(r.structured_content))
+    assert reports[0].consolidation is None
+    assert reports[1].consolidation is not None and not reports[1].consolidation.dry_run
+
+
+async def test_consolidate_reports_progress_and_the_rulebook(config):
+    seed(config)
+    async with connect(config) as c:
+        updates = []
+
+        async def on_progress(progress, total, message):
+            updates.append((progress, total, message))
+
+        r = await c.call_tool("consolidate", {"dry_run": True}, progress_callback=on_progress)
+        report = ConsolidationReport.model_validate(r.structured_content)
+        assert report.dry_run and report.consolidation_id is None
+        assert updates and updates[-1][0] == updates[-1][1] and all(m for _, _, m in updates)
+        r = await c.call_tool("consolidate", {"budget_tokens": 500})
+        report = ConsolidationReport.model_validate(r.structured_content)
+        assert not report.dry_run and report.consolidation_id is not None and report.budget_tokens == 500
+        r = await c.call_tool("consolidate", {"budget_tokens": -1})
+        assert r.is_error and "budget_tokens" in text(r)
+
+
+async def test_tasks_can_be_listed_and_shown_with_their_reference_source(config):
+    async with connect(config) as c:
+        r = await c.call_tool("list_tasks", {"level": 1})
+        tasks = [TaskSummary.model_validate(t) for t in r.structured_content["result"]]
+        assert tasks and all(t.level == 1 for t in tasks) and "silu" in {t.id for t in tasks}
+        r = await c.call_tool("show_task", {"task": "silu"})
+        detail = TaskDetail.model_validate(r.structured_content)
+        assert detail.operator == "silu" and "class Model" in detail.reference_source
+        r = await c.call_tool("show_task", {"task": "sillu"})
+        assert r.is_error and "silu" in text(r)  # the message suggests the close id
+
+
+async def test_memory_tools_search_show_add_and_count_without_opening_episodes(config):
+    ids = seed(config)
+    async with connect(config) as c:
+        r = await c.call_tool("search_memory", {"query": "silu float32 sigmoid", "k": 2})
+        found = [ScoredItem.model_validate(i) for i in r.structured_content["result"]]
+        assert found and found[0].id in ids and len(found) <= 2
+        r = await c.call_tool("show_item", {"item_id": ids[0]})
+        assert Item.model_validate(r.structured_content).title == "SiLU: compute sigmoid in float32"
+        r = await c.call_tool("show_item", {"item_id": 10_000})
+        assert r.is_error and "10000" in text(r)
+        r = await c.call_tool("add_experience", {"title": "GELU: use erf, not tanh", "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance.", "tags": ["gelu"]})
+        added = AddResult.model_validate(r.structured_content)
+        assert not added.merged and added.item.tags == ["gelu"]
+        r = await c.call_tool("add_experience", {"title": "GELU: use erf, not tanh", "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance."})
+        assert AddResult.model_validate(r.structured_content).merged
+        r = await c.call_tool("add_experience", {"title": "x", "content": "y", "scope": "../../etc"})
+        assert r.is_error and "scope" in text(r)
+        r = await c.call_tool("memory_stats", {})
+        stats = MemoryStats.model_validate(r.structured_content)
+        assert stats.db_path == str(config.db_path) and stats.episodes_open == 0 and stats.items_by_kind["experience"] == 4
+        r = await c.call_tool("ping", {})
+        assert r.structured_content["db"] == str(config.db_path)
+
+
+async def test_resources_serve_the_rulebook_items_and_tasks(config):
+    ids = seed(config)
+    async with connect(config) as c:
+        listed = {str(r.uri) for r in (await c.list_resources()).resources}
+        templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
+        assert listed == {"sage://rulebook"} and templates == {"sage://items/{item_id}", "sage://tasks/{task_id}"}
+        rulebook = (await c.read_resource("sage://rulebook")).contents[0]
+        assert rulebook.mime_type == "text/markdown" and "No resident rules" in rulebook.text
+        item = (await c.read_resource(f"sage://items/{ids[0]}")).contents[0]
+        assert Item.model_validate_json(item.text).id == ids[0]
+        task = (await c.read_resource("sage://tasks/silu")).contents[0]
+        assert "class Model" in task.text and "SiLU" in task.text
+        for bad in ("sage://items/999", "sage://items/abc", "sage://tasks/no_such_task", "sage://tasks/..%2F..%2Fetc%2Fpasswd"):
+            with pytest.raises(MCPError):
+                await c.read_resource(bad)
+
+
+async def test_the_protocol_prompt_walks_an_agent_through_an_episode(config):
+    async with connect(config) as c:
+        prompts = {p.name: p for p in (await c.list_prompts()).prompts}
+        assert "sage_protocol" in prompts
+        text_ = (await c.get_prompt("sage_protocol", {"task": "silu"})).messages[0].content.text
+    order = ["retrieve_rules", "compile_and_bench", "adopted_ids", "record_adoption", "lesson", "consolidate"]
+    positions = [text_.index(word) for word in order]
+    assert positions == sorted(positions) and "`silu`" in text_
