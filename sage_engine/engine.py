@@ -257,10 +257,10 @@ class Engine:
         calls this; so can a caller that evaluated elsewhere (its own NPU farm)."""
         if candidate_path:
             candidate_path = str(Path(candidate_path).expanduser().resolve())
-        attempt_id = episodes.record_attempt(self.store, result, episode_id, candidate_path)
+        stored = episodes.record_attempt(self.store, result, episode_id, candidate_path)
         if episode_id is not None and adopted:
-            episodes.record_adoptions(self.store, episode_id, adopted, attempt_id)
-        return result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id})
+            episodes.record_adoptions(self.store, episode_id, adopted, stored.attempt_id)
+        return stored
 
     def record_adoption(
         self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None = None,
@@ -342,7 +342,10 @@ class Engine:
 
         items.check_text("task", spec, self.config.max_candidate_chars, required=True)
         inline = "class Model" in spec and "\n" in spec
-        bundled = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", spec) is not None and (SUITE_DIR / spec).is_dir()
+        # A bare id that is no file here is a (possibly unknown) bundled task id:
+        # the loader answers with close matches instead of a path error.
+        task_id = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", spec) is not None and not Path(spec).exists()
+        bundled = task_id or (re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", spec) is not None and (SUITE_DIR / spec).is_dir())
         if not inline and not bundled:
             # Anything else names a file or folder: check it before it is read,
             # so a client cannot make the server open files outside its roots.

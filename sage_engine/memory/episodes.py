@@ -148,7 +148,8 @@ def record_adoptions(store: Store, episode_id: int, adopted: Sequence[Adoption],
         touch(store, episode_id)
 
 
-def record_attempt(store: Store, result: EvalResult, episode_id: int | None, candidate_path: str | None) -> int:
+def record_attempt(store: Store, result: EvalResult, episode_id: int | None, candidate_path: str | None) -> EvalResult:
+    """Store an evaluation; returns it as stored (attempt id, episode, time)."""
     now = time.time()
     with store.transaction() as conn:
         if episode_id is not None:
@@ -166,7 +167,7 @@ def record_attempt(store: Store, result: EvalResult, episode_id: int | None, can
         attempt_id = cur.lastrowid
         stored = result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id, "created_at": now})
         conn.execute("UPDATE attempts SET result = ? WHERE id = ?", (stored.model_dump_json(), attempt_id))
-        return attempt_id
+        return stored
 
 
 def close_and_credit(store: Store, config: Config, episode_id: int) -> AdoptionReport:

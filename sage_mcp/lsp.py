@@ -1,0 +1,228 @@
+"""`sage-lsp`: SAGE in the editor.
+
+Code lenses over each kernel show its last evaluation (from any surface that
+wrote to the same memory database, an agent over MCP included), diagnostics
+carry compile errors and mismatches to their lines, hover lists the rules
+memory holds for the kernel's task, and commands benchmark, retrieve, adopt
+and consolidate. Handlers here are thin: `SageLanguageServer` (lsp_server.py)
+owns the Engine and does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import os
+import sys
+from typing import Any, Awaitable, Callable, TypeVar
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from sage_engine import kernels as kernel_finder
+from sage_engine.errors import InvalidInput, SageError
+from sage_engine.models import Lesson
+from sage_mcp.lsp_server import SageLanguageServer
+
+# LSP 3.17 "RequestFailed": the request was well formed but could not be done.
+REQUEST_FAILED = -32803
+T = TypeVar("T")
+
+server = SageLanguageServer()
+
+
+def _sage_errors(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
+    """Errors a user can fix go back as the request's error with SAGE's message
+    (no traceback); anything else is pygls's internal error."""
+
+    @functools.wraps(fn)
+    async def wrapper(ls: SageLanguageServer, *args: Any) -> Any:
+        try:
+            out = fn(ls, *args)
+            return await out if asyncio.iscoroutine(out) else out
+        except SageError as exc:
+            raise JsonRpcException(message=str(exc), code=REQUEST_FAILED) from exc
+
+    return wrapper
+
+
+def _arg(args: tuple[Any, ...], index: int, kind: type, name: str, *, required: bool = True) -> Any:
+    """Command arguments arrive as raw JSON; check each so a wrong call says which argument is wrong."""
+    if index >= len(args) or args[index] is None:
+        if required:
+            raise InvalidInput(f"missing argument {index + 1}: {name}")
+        return None
+    value = args[index]
+    if kind is int and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise InvalidInput(f"argument {index + 1} ({name}) must be {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+# ---------------------------------------------------------------- lifecycle
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: SageLanguageServer, params: types.InitializedParams) -> None:
+    if ls.poll_seconds > 0:
+        ls.start_watching()
+
+
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: SageLanguageServer, params: None) -> None:
+    ls.cancel_requests()
+    ls.close()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: SageLanguageServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.on_open(ls.workspace.get_text_document(params.text_document.uri))
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: SageLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.seen_attempts.pop(params.text_document.uri, None)
+
+
+# ----------------------------------------------------------------- features
+
+
+@server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+def code_lens(ls: SageLanguageServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+    """The last result over each kernel; "Set task…" when the file has no task."""
+    return ls.lenses(ls.workspace.get_text_document(params.text_document.uri))
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+def hover(ls: SageLanguageServer, params: types.HoverParams) -> types.Hover | None:
+    """Rules and top items for the kernel's task, over its class/def lines."""
+    markdown = ls.hover(ls.workspace.get_text_document(params.text_document.uri), params.position.line)
+    if markdown is None:
+        return None
+    return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown))
+
+
+# ----------------------------------------------------------------- commands
+
+
+@server.command("sage.benchmark")
+@_sage_errors
+async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Evaluate the document against its task: sage.benchmark(uri, line?)."""
+    doc = ls.document(_arg(args, 0, str, "uri"))
+    line = _arg(args, 1, int, "line", required=False)
+    kernel = kernel_finder.kernel_at(ls.kernels_in(doc), line) if line is not None else None
+    return await ls.benchmark(doc, kernel)
+
+
+@server.command("sage.lastResult")
+@_sage_errors
+def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """The document's last stored evaluation: sage.lastResult(uri)."""
+    doc = ls.document(_arg(args, 0, str, "uri"))
+    return ls.summary(doc, ls.last_result(doc))
+
+
+@server.command("sage.retrieveRules")
+@_sage_errors
+def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Open an episode for the document's task and return what it shows: sage.retrieveRules(uri, k?)."""
+    return ls.retrieve(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, int, "k", required=False))
+
+
+@server.command("sage.recordAdoption")
+@_sage_errors
+async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """sage.recordAdoption(uri, item_ids, episode_id?, lesson?): credit what was used and close the episode."""
+    ids = _arg(args, 1, list, "item_ids")
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise InvalidInput("item_ids must be a list of integer item ids")
+    lesson = _arg(args, 3, dict, "lesson", required=False)
+    return await ls.record_adoption(
+        _arg(args, 0, str, "uri"), ids, _arg(args, 2, int, "episode_id", required=False),
+        Lesson(**lesson) if lesson else None,
+    )
+
+
+@server.command("sage.consolidate")
+@_sage_errors
+async def consolidate(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Promote proven items into the resident rulebook: sage.consolidate(dry_run?)."""
+    dry_run = bool(_arg(args, 0, bool, "dry_run", required=False))
+    async with ls.progress("SAGE: consolidating memory") as report:
+        result = await ls.in_worker(ls.engine.consolidate, dry_run=dry_run, progress=report)
+    return result.model_dump(mode="json")
+
+
+@server.command("sage.memory")
+@_sage_errors
+def memory(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Resident rules and retrievable items, for the memory view: sage.memory(limit?)."""
+    limit = _arg(args, 0, int, "limit", required=False) or 200
+    rules = ls.engine.resident_rules()
+    items = ls.engine.list_items(status="active", limit=limit)
+    return {"rules": [r.model_dump(mode="json") for r in rules], "items": [i.model_dump(mode="json") for i in items]}
+
+
+@server.command("sage.quarantine")
+@_sage_errors
+def quarantine(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Never show an item again (kept for the audit trail): sage.quarantine(item_id, reason?)."""
+    item = ls.engine.quarantine_item(_arg(args, 0, int, "item_id"), _arg(args, 1, str, "reason", required=False) or "")
+    return item.model_dump(mode="json")
+
+
+@server.command("sage.delete")
+@_sage_errors
+def delete(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Soft-delete an item: sage.delete(item_id)."""
+    return ls.engine.delete_item(_arg(args, 0, int, "item_id")).model_dump(mode="json")
+
+
+@server.command("sage.listTasks")
+@_sage_errors
+def list_tasks(ls: SageLanguageServer, *args: Any) -> list[dict[str, Any]]:
+    """The bundled tasks, for a task picker."""
+    return [t.model_dump(mode="json") for t in ls.engine.list_tasks()]
+
+
+@server.command("sage.setTask")
+@_sage_errors
+async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """sage.setTask(uri, task): name the task this file implements."""
+    doc = ls.document(_arg(args, 0, str, "uri"))
+    task = _arg(args, 1, str, "task", required=False)
+    if not task or not task.strip():
+        raise InvalidInput("sage.setTask needs a task: sage.setTask(uri, '<task id or path>')")
+    return await ls.set_task(doc, task)
+
+
+# ---------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="sage-lsp", description="SAGE language server (stdio).")
+    parser.add_argument("--db", help="memory database (default: SAGE_DB or the user data dir)")
+    parser.add_argument("--backend", help="evaluation backend (default: SAGE_BACKEND or cpu)")
+    parser.add_argument("--poll-seconds", type=float, default=3.0,
+                        help="how often to look for results stored by other processes (0 = never)")
+    parser.add_argument("--log-level", default=os.environ.get("SAGE_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    level = args.log_level.upper()
+    # stdout carries the protocol; every log line goes to stderr.
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if level != "DEBUG":
+        # pygls logs every message it sends at INFO; that is protocol tracing, not news.
+        logging.getLogger("pygls").setLevel(logging.WARNING)
+    server.db_path, server.backend, server.poll_seconds = args.db, args.backend, args.poll_seconds
+    try:
+        server.start_io()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

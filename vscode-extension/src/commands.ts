@@ -1,0 +1,260 @@
+import type { Middleware } from 'vscode-languageclient/node';
+import { ClientCommand, ServerCommand } from './constants';
+import { renderMemoryHtml } from './memoryView';
+import { Panels } from './panels';
+import { renderRetrievalHtml } from './retrievalView';
+import type { SageServer } from './server';
+import type { ResultStatus } from './statusBar';
+import type { MemoryListing, ResultSummary, RetrievalResult, TaskChoice } from './types';
+import {
+    activeTextEditor,
+    registerCommand,
+    showErrorMessage,
+    showInformationMessage,
+    showInputBox,
+    showQuickPick,
+    showWarningMessage,
+    withProgress,
+} from './vscodeapi';
+import type { Disposable } from 'vscode';
+
+export const MEMORY_VIEW = 'sage.memory';
+export const RULES_VIEW = 'sage.rules';
+
+interface Retrieval {
+    task: string;
+    retrieval: RetrievalResult;
+}
+
+/**
+ * The palette commands. Each one is a thin shell over one server command;
+ * the language server owns the engine, these only ask and show.
+ */
+export class SageCommands {
+    readonly panels = new Panels();
+    /** The last retrieval per document: what "Record adoption" offers to adopt from. */
+    private readonly retrievals = new Map<string, Retrieval>();
+
+    constructor(
+        private readonly server: () => SageServer | undefined,
+        private readonly status: ResultStatus,
+        private readonly restart: () => Promise<void>,
+    ) {}
+
+    register(): Disposable[] {
+        return [
+            registerCommand(ClientCommand.benchmarkKernel, () => this.benchmark(true)),
+            registerCommand(ClientCommand.benchmarkFile, () => this.benchmark(false)),
+            registerCommand(ClientCommand.showRules, () => this.showRules()),
+            registerCommand(ClientCommand.adopt, () => this.adopt()),
+            registerCommand(ClientCommand.consolidateMemory, () => this.consolidate()),
+            registerCommand(ClientCommand.showMemory, () => this.showMemory()),
+            registerCommand(ClientCommand.pickTask, (uri?: string) => this.pickTask(uri)),
+            registerCommand(ClientCommand.restartServer, () => this.restart()),
+        ];
+    }
+
+    /**
+     * Lenses call server commands directly; this middleware fills in what
+     * only the editor can (the task picked from a list) and shows the result.
+     */
+    middleware(): Middleware {
+        return {
+            executeCommand: async (command, args, next) => {
+                if (command === ServerCommand.setTask && args.length < 2) {
+                    return this.pickTask(args[0]);
+                }
+                const result = await next(command, args);
+                if (command === ServerCommand.benchmark) {
+                    this.status.show(result as ResultSummary);
+                }
+                return result;
+            },
+        };
+    }
+
+    async benchmark(atCursor: boolean): Promise<ResultSummary | undefined> {
+        const editor = activeTextEditor();
+        const server = this.requireServer();
+        if (!editor || !server) {
+            if (!editor) {
+                void showErrorMessage('SAGE: open a kernel file to benchmark it.');
+            }
+            return undefined;
+        }
+        const uri = editor.document.uri.toString();
+        const args: unknown[] = atCursor ? [uri, editor.selection.active.line] : [uri];
+        try {
+            const summary = await server.execute<ResultSummary>(ServerCommand.benchmark, args);
+            this.status.show(summary);
+            return summary;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    async showRules(): Promise<Retrieval | undefined> {
+        const editor = activeTextEditor();
+        const server = this.requireServer();
+        if (!editor || !server) {
+            return undefined;
+        }
+        const uri = editor.document.uri.toString();
+        try {
+            const found = await server.execute<Retrieval>(ServerCommand.retrieveRules, [uri]);
+            this.retrievals.set(uri, found);
+            this.panels.show(RULES_VIEW, `SAGE rules: ${found.task}`, (nonce, cspSource) =>
+                renderRetrievalHtml(found.task, found.retrieval, { nonce, cspSource }),
+            );
+            return found;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    async adopt(): Promise<unknown> {
+        const editor = activeTextEditor();
+        const server = this.requireServer();
+        if (!editor || !server) {
+            return undefined;
+        }
+        const uri = editor.document.uri.toString();
+        const shown = this.retrievals.get(uri);
+        if (!shown) {
+            void showErrorMessage(
+                'SAGE: run "SAGE: Retrieve rules for this task" first; adoption is recorded against what an episode showed.',
+            );
+            return undefined;
+        }
+        const choices = [...shown.retrieval.resident_rules, ...shown.retrieval.items].map((item) => ({
+            label: item.title,
+            description: `#${item.id} · utility ${item.utility.toFixed(2)}`,
+            id: item.id,
+        }));
+        const picked = await showQuickPick(choices, {
+            canPickMany: true,
+            title: 'Which of the shown rules did this kernel use?',
+        });
+        if (picked === undefined) {
+            return undefined;
+        }
+        const lesson = await showInputBox({
+            title: 'What did you learn? (optional, becomes a memory item)',
+            placeHolder: 'e.g. Tile the row so each block fits in UB',
+        });
+        try {
+            const report = await server.execute<{ reward: number | null; updates: unknown[]; closed: boolean }>(
+                ServerCommand.recordAdoption,
+                [uri, picked.map((p) => p.id), shown.retrieval.episode_id, lesson ? { title: lesson.slice(0, 120), content: lesson } : null],
+            );
+            this.retrievals.delete(uri);
+            const reward = report.reward == null ? 'pending' : report.reward.toFixed(2);
+            void showInformationMessage(`SAGE: episode ${shown.retrieval.episode_id} closed, reward ${reward}, ${report.updates.length} utilities updated.`);
+            return report;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    async consolidate(): Promise<unknown> {
+        const server = this.requireServer();
+        if (!server) {
+            return undefined;
+        }
+        try {
+            const report = await withProgress('SAGE: consolidating memory', () =>
+                server.execute<{ promoted: number[]; demoted: number[]; rulebook: unknown[]; tokens: number }>(ServerCommand.consolidate, []),
+            );
+            void showInformationMessage(
+                `SAGE: promoted ${report.promoted.length}, demoted ${report.demoted.length}; rulebook ${report.rulebook.length} rules, ${report.tokens} tokens.`,
+            );
+            return report;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    async showMemory(): Promise<MemoryListing | undefined> {
+        const server = this.requireServer();
+        if (!server) {
+            return undefined;
+        }
+        try {
+            const listing = await server.execute<MemoryListing>(ServerCommand.memory, []);
+            this.panels.show(
+                MEMORY_VIEW,
+                'SAGE memory',
+                (nonce, cspSource) => renderMemoryHtml(listing.items, listing.rules, { nonce, cspSource }),
+                (message) => this.onMemoryMessage(message),
+            );
+            return listing;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    async onMemoryMessage(message: { command?: string; id?: number }): Promise<void> {
+        const server = this.requireServer();
+        if (!server || typeof message?.id !== 'number') {
+            return;
+        }
+        if (message.command === 'delete') {
+            const answer = await showWarningMessage(`Delete memory item #${message.id}? It stays in the audit trail.`, 'Delete');
+            if (answer !== 'Delete') {
+                return;
+            }
+        } else if (message.command !== 'quarantine') {
+            return;
+        }
+        const command = message.command === 'delete' ? ServerCommand.delete : ServerCommand.quarantine;
+        try {
+            await server.execute(command, [message.id]);
+            await this.showMemory();
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+        }
+    }
+
+    async pickTask(uri?: string): Promise<unknown> {
+        const target = uri ?? activeTextEditor()?.document.uri.toString();
+        const server = this.requireServer();
+        if (!target || !server) {
+            return undefined;
+        }
+        const tasks = await server.execute<TaskChoice[]>(ServerCommand.listTasks, []);
+        const other = { label: '$(edit) Another task id or a reference file path…', id: '' };
+        const picked = await showQuickPick(
+            [...tasks.map((t) => ({ label: t.id, description: `${t.name} · level ${t.level}`, id: t.id })), other],
+            { title: 'Which task does this kernel implement?', matchOnDescription: true },
+        );
+        if (!picked) {
+            return undefined;
+        }
+        const task = picked.id || (await showInputBox({ title: 'Task id or path to a reference .py file' }));
+        if (!task) {
+            return undefined;
+        }
+        return server.execute(ServerCommand.setTask, [target, task]);
+    }
+
+    private requireServer(): SageServer | undefined {
+        const server = this.server();
+        if (!server) {
+            void showErrorMessage('SAGE: the language server is not running. Check the "SAGE" output channel, then run "SAGE: Restart server".');
+        }
+        return server;
+    }
+
+    dispose(): void {
+        this.panels.dispose();
+    }
+}
+
+function messageOf(err: unknown): string {
+    return err instanceof Error ? err.message : String(err);
+}

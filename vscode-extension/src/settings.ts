@@ -1,0 +1,58 @@
+import type { ConfigurationScope } from 'vscode';
+import { getConfiguration } from './vscodeapi';
+
+export interface SageSettings {
+    /** Interpreter with SAGE installed; empty means "discover one". */
+    pythonPath: string;
+    /** SQLite memory database (SAGE_DB); empty means SAGE's default. */
+    databasePath: string;
+    /** Evaluation backend (SAGE_BACKEND); empty means SAGE's default. */
+    backend: string;
+    /** Ascend chip for the compile gate (SAGE_CHIP); empty means SAGE's default. */
+    chip: string;
+}
+
+export function getSettings(scope?: ConfigurationScope, workspaceFolder?: string): SageSettings {
+    const config = getConfiguration('sage', scope);
+    const read = (key: string): string => expandVariables(String(config.get<string>(key) ?? '').trim(), workspaceFolder);
+    return {
+        pythonPath: read('pythonPath'),
+        databasePath: read('databasePath'),
+        backend: read('backend'),
+        chip: read('chip'),
+    };
+}
+
+/** `${workspaceFolder}`, `${userHome}` and `~/` the way users write them in settings.json. */
+export function expandVariables(value: string, workspaceFolder?: string, home: string = process.env.HOME ?? ''): string {
+    let out = value;
+    if (workspaceFolder !== undefined) {
+        out = out.split('${workspaceFolder}').join(workspaceFolder);
+    }
+    out = out.split('${userHome}').join(home);
+    if (out.startsWith('~/') && home) {
+        out = home + out.slice(1);
+    }
+    return out;
+}
+
+/**
+ * The environment both servers (language and MCP) get, so an agent's
+ * evaluations and the editor's lenses read the same memory.
+ */
+export function serverEnvironment(settings: SageSettings): Record<string, string> {
+    const env: Record<string, string> = {};
+    if (settings.databasePath) {
+        env.SAGE_DB = settings.databasePath;
+    }
+    if (settings.backend) {
+        env.SAGE_BACKEND = settings.backend;
+    }
+    if (settings.chip) {
+        env.SAGE_CHIP = settings.chip;
+    }
+    return env;
+}
+
+/** Settings whose change needs the servers restarted. */
+export const RESTART_KEYS = ['sage.pythonPath', 'sage.databasePath', 'sage.backend', 'sage.chip'];

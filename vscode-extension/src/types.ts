@@ -1,0 +1,87 @@
+// Shapes of what the language server returns; they mirror sage_engine/models.py.
+
+export interface Item {
+    id: number;
+    kind: 'experience' | 'rule';
+    status: 'active' | 'resident' | 'quarantined' | 'merged' | 'deleted';
+    title: string;
+    content: string;
+    code?: string | null;
+    scope: string;
+    operator?: string | null;
+    family?: string | null;
+    backend?: string | null;
+    hardware?: string | null;
+    tags: string[];
+    utility: number;
+    n_retrieved: number;
+    n_adopted: number;
+    n_credited: number;
+    adoption_rate: number;
+    operators_adopted: string[];
+    source_episode?: number | null;
+    source_attempt?: number | null;
+    derived_from: number[];
+    tokens: number;
+    created_at: number;
+    updated_at: number;
+}
+
+export interface ScoredItem {
+    id: number;
+    kind: 'experience' | 'rule';
+    title: string;
+    content: string;
+    code?: string | null;
+    tags: string[];
+    utility: number;
+    n_adopted: number;
+    adoption_rate: number;
+    similarity: number;
+    exploration: number;
+    score: number;
+    rank: number;
+}
+
+export interface RetrievalResult {
+    episode_id: number;
+    resident_rules: ScoredItem[];
+    items: ScoredItem[];
+    filtered_out: Record<string, number>;
+    tokens: number;
+}
+
+export interface EvalResult {
+    status: string;
+    message: string;
+    task: string;
+    backend: string;
+    hardware: string;
+    candidate_hash: string;
+    correct: boolean;
+    speedup?: number | null;
+    max_abs_error?: number | null;
+    attempt_id?: number | null;
+    episode_id?: number | null;
+}
+
+/** What `sage.benchmark` and `sage.lastResult` return. */
+export interface ResultSummary {
+    uri: string;
+    task: string | null;
+    summary: string;
+    stale: boolean;
+    result: EvalResult | null;
+}
+
+export interface MemoryListing {
+    rules: Item[];
+    items: Item[];
+}
+
+export interface TaskChoice {
+    id: string;
+    name: string;
+    operator: string;
+    level: number;
+}

@@ -1,0 +1,103 @@
+'use strict';
+// Stand-in for `vscode-languageclient/node`, whose LanguageClient needs a
+// running VS Code. Two modes:
+//  - scripted: requests are answered by `LanguageClient.respond(method, params)`
+//    and recorded, for unit tests of the extension's wiring;
+//  - stdio: the client really spawns the configured server command and speaks
+//    LSP to it over stdio with vscode-languageserver-protocol (the library the
+//    real client is built on), opening the active document first.
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const {
+    createProtocolConnection,
+    StreamMessageReader,
+    StreamMessageWriter,
+} = require('vscode-languageserver-protocol/node');
+
+const instances = [];
+
+class LanguageClient {
+    constructor(id, name, serverOptions, clientOptions) {
+        Object.assign(this, { id, name, serverOptions, clientOptions });
+        this.requests = [];
+        this.started = false;
+        this.stopped = false;
+        this.notifications = [];
+        instances.push(this);
+    }
+
+    async start() {
+        if (LanguageClient.failStart) {
+            throw new Error(LanguageClient.failStart);
+        }
+        this.started = true;
+        if (LanguageClient.mode === 'stdio') {
+            await this._startStdio();
+        }
+    }
+
+    async stop() {
+        this.stopped = true;
+        if (this.connection) {
+            await this.connection.sendRequest('shutdown');
+            await this.connection.sendNotification('exit');
+            this.connection.dispose();
+            await this.exited;
+        }
+    }
+
+    async sendRequest(method, params) {
+        this.requests.push({ method, params });
+        if (this.connection) {
+            return this.connection.sendRequest(method, params);
+        }
+        return LanguageClient.respond(method, params);
+    }
+
+    async _startStdio() {
+        const { command, args, options } = this.serverOptions;
+        const proc = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
+        this.stderr = '';
+        proc.stderr.on('data', (d) => (this.stderr += d.toString()));
+        this.exited = new Promise((resolve) => proc.on('exit', resolve));
+        const connection = createProtocolConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
+        connection.onRequest('workspace/codeLens/refresh', () => null);
+        connection.onRequest('window/workDoneProgress/create', () => null);
+        connection.onRequest('workspace/applyEdit', () => ({ applied: false }));
+        connection.onNotification((method, params) => this.notifications.push({ method, params }));
+        connection.listen();
+        this.connection = connection;
+        const root = options.cwd;
+        await connection.sendRequest('initialize', {
+            processId: process.pid,
+            rootUri: root ? `file://${root}` : null,
+            workspaceFolders: root ? [{ uri: `file://${root}`, name: 'ws' }] : null,
+            capabilities: {
+                window: { workDoneProgress: true },
+                workspace: { codeLens: { refreshSupport: true }, applyEdit: true },
+                textDocument: { codeLens: {}, hover: { contentFormat: ['markdown'] }, publishDiagnostics: {} },
+            },
+        });
+        await connection.sendNotification('initialized', {});
+        const editor = require('vscode').window.activeTextEditor;
+        if (editor) {
+            const doc = editor.document;
+            await connection.sendNotification('textDocument/didOpen', {
+                textDocument: { uri: doc.uri.toString(), languageId: doc.languageId, version: 1, text: fs.readFileSync(doc.uri.fsPath, 'utf8') },
+            });
+        }
+    }
+}
+
+LanguageClient.mode = 'scripted';
+LanguageClient.failStart = undefined;
+LanguageClient.respond = async (method, params) => {
+    throw new Error(`no scripted response for ${method} ${JSON.stringify(params)}`);
+};
+LanguageClient.instances = instances;
+
+module.exports = {
+    LanguageClient,
+    TransportKind: { stdio: 0, ipc: 1, pipe: 2, socket: 3 },
+    State: { Stopped: 1, Starting: 3, Running: 2 },
+};

@@ -1,0 +1,94 @@
+'use strict';
+// Pure pieces: HTML rendering, settings, interpreter choice, status text.
+const { test } = require('node:test');
+const assert = require('node:assert/strict');
+
+const { renderMemoryHtml } = require('../out/memoryView.js');
+const { renderRetrievalHtml } = require('../out/retrievalView.js');
+const { escapeHtml } = require('../out/html.js');
+const { expandVariables, serverEnvironment } = require('../out/settings.js');
+const { chooseInterpreter } = require('../out/python.js');
+const { statusText } = require('../out/statusBar.js');
+
+function item(overrides = {}) {
+    return {
+        id: 3, kind: 'experience', status: 'active', title: 'Tile rows to fit UB', content: 'Split rows into 32 KB tiles.',
+        code: null, scope: 'global', operator: 'softmax', family: 'softmax', backend: 'ascend-compile', hardware: 'Ascend910B3',
+        tags: [], utility: 0.31, n_retrieved: 9, n_adopted: 4, n_credited: 4, adoption_rate: 0.44,
+        operators_adopted: ['softmax', 'layernorm'], source_episode: 12, source_attempt: 40, derived_from: [],
+        tokens: 25, created_at: 0, updated_at: 0, ...overrides,
+    };
+}
+
+test('memory view lists rules and items with utility, adoptions, provenance and buttons', () => {
+    const rule = item({ id: 9, kind: 'rule', status: 'resident', title: 'Keep tiles under 192 KB', utility: 0.52, derived_from: [3, 4] });
+    const html = renderMemoryHtml([item()], [rule], { nonce: 'n0nce', cspSource: 'vscode-webview://x' });
+    assert.match(html, /1 resident rule \(25 tokens\) · 1 retrievable item</);
+    assert.match(html, /<td class="num utility pos">\+0\.52<\/td>/);
+    assert.match(html, /<td class="num adoptions">4 \/ 9 <span class="muted">\(softmax, layernorm\)<\/span><\/td>/);
+    assert.match(html, /episode 12<br>attempt 40/);
+    assert.match(html, /from items 3, 4/);
+    assert.equal((html.match(/data-action="quarantine"/g) || []).length, 2);
+    assert.equal((html.match(/data-action="delete"/g) || []).length, 2);
+    assert.match(html, /script-src 'nonce-n0nce'/);
+    assert.match(html, /<script nonce="n0nce">/);
+});
+
+test('memory view escapes what agents wrote', () => {
+    const html = renderMemoryHtml([item({ title: '<img src=x onerror=alert(1)>', content: '"quoted" & <b>' })], []);
+    assert.doesNotMatch(html, /<img src=x/);
+    assert.match(html, /&lt;img src=x onerror=alert\(1\)&gt;/);
+    assert.match(html, /&quot;quoted&quot; &amp; &lt;b&gt;/);
+});
+
+test('empty memory says how it fills', () => {
+    const html = renderMemoryHtml([], []);
+    assert.match(html, /No resident rules yet/);
+    assert.match(html, /No items yet/);
+});
+
+test('negative utility is marked as such', () => {
+    assert.match(renderMemoryHtml([item({ utility: -0.2 })], []), /<td class="num utility neg">-0\.20<\/td>/);
+});
+
+test('retrieval view shows the episode and each item with its numbers', () => {
+    const scored = { id: 2, kind: 'experience', title: 'Fuse <ops>', content: 'c', tags: [], utility: 0.1, n_adopted: 3,
+        adoption_rate: 0.2, similarity: 0.81, exploration: 0.05, score: 0.93, rank: 1 };
+    const html = renderRetrievalHtml('gelu', { episode_id: 7, resident_rules: [], items: [scored], filtered_out: { backend: 2 }, tokens: 120 });
+    assert.match(html, /episode 7 · 120 tokens · filtered out: 2 backend/);
+    assert.match(html, /Fuse &lt;ops&gt;/);
+    assert.match(html, /utility \+0\.10 · adopted 3× · similarity 0\.81 · score 0\.93/);
+});
+
+test('escapeHtml covers the five characters', () => {
+    assert.equal(escapeHtml(`<a href="x">'&'</a>`), '&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;');
+});
+
+test('settings expand workspaceFolder, userHome and ~', () => {
+    assert.equal(expandVariables('${workspaceFolder}/m.db', '/ws', '/home/u'), '/ws/m.db');
+    assert.equal(expandVariables('~/m.db', undefined, '/home/u'), '/home/u/m.db');
+    assert.equal(expandVariables('${userHome}/m.db', undefined, '/home/u'), '/home/u/m.db');
+});
+
+test('server environment carries only the settings that are set', () => {
+    assert.deepEqual(serverEnvironment({ pythonPath: '', databasePath: '', backend: '', chip: '' }), {});
+    assert.deepEqual(serverEnvironment({ pythonPath: 'p', databasePath: '/d.db', backend: 'cpu', chip: 'Ascend910B3' }),
+        { SAGE_DB: '/d.db', SAGE_BACKEND: 'cpu', SAGE_CHIP: 'Ascend910B3' });
+});
+
+test('interpreter: setting, then Python extension, then workspace .venv, then python3', () => {
+    const base = { configured: '', workspaceFolders: ['/ws'], platform: 'linux', exists: () => false };
+    assert.equal(chooseInterpreter({ ...base, configured: '/c/python' , fromPythonExtension: '/e/python' }), '/c/python');
+    assert.equal(chooseInterpreter({ ...base, fromPythonExtension: '/e/python' }), '/e/python');
+    assert.equal(chooseInterpreter({ ...base, exists: (f) => f === '/ws/.venv/bin/python' }), '/ws/.venv/bin/python');
+    assert.equal(chooseInterpreter(base), 'python3');
+    assert.equal(chooseInterpreter({ ...base, platform: 'win32' }), 'python');
+});
+
+test('status text: nothing yet, speedup, failure, stale', () => {
+    assert.equal(statusText(null).text, '$(beaker) SAGE');
+    const summary = { uri: 'u', task: 't', summary: 's', stale: false, result: { status: 'correct', correct: true, speedup: 1.5 } };
+    assert.equal(statusText(summary).text, '$(check) SAGE 1.50x');
+    assert.equal(statusText({ ...summary, result: { status: 'compile_error', correct: false } }).text, '$(error) SAGE compile error');
+    assert.equal(statusText({ ...summary, stale: true }).text, '$(check) SAGE 1.50x $(history)');
+});
