@@ -6,8 +6,11 @@ import logging
 
 import click
 
+from sage_mcp.cli.agent import run
 from sage_mcp.cli.common import State
+from sage_mcp.cli.evaluation import backends, bench, suite
 from sage_mcp.cli.memory import consolidate, episodes, init, memory
+from sage_mcp.cli.serve import mcp, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,24 +28,8 @@ def cli(ctx: click.Context, db: str | None, backend: str | None, as_json: bool, 
     ctx.call_on_close(state.close)
 
 
-for command in (init, memory, consolidate, episodes):
+for command in (init, memory, consolidate, episodes, bench, suite, backends, serve, mcp, run):
     cli.add_command(command)
-
-for module, names in (
-    ("sage_mcp.cli.evaluation", ("bench", "suite", "backends")),
-    ("sage_mcp.cli.serve", ("serve", "mcp")),
-    ("sage_mcp.cli.agent", ("run",)),
-):
-    # Surfaces land one by one; a missing module simply means its commands
-    # are not part of this build.
-    try:
-        mod = __import__(module, fromlist=list(names))
-    except ModuleNotFoundError as exc:
-        if exc.name != module:
-            raise
-        continue
-    for name in names:
-        cli.add_command(getattr(mod, name))
 
 
 def main() -> None:
