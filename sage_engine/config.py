@@ -115,6 +115,9 @@ class Config:
     max_rules: int = 12
     # Hysteresis: a resident rule is demoted only below this, not at 0.
     demote_threshold: float = -0.05
+    # Resident rules are shown to every task; an unadopted rule is penalised
+    # only where its text matches the task (word cosine at least this).
+    rule_match_threshold: float = 0.05
     auto_consolidate_every: int = 10  # closed episodes between automatic consolidations (0 = off)
 
     # --- episodes ----------------------------------------------------------

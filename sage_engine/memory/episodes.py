@@ -13,7 +13,7 @@ from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.memory import utility
 from sage_engine.memory.retrieval import Candidate, Filters, rank
 from sage_engine.memory.store import Store, check_id
-from sage_engine.memory.text import approx_tokens
+from sage_engine.memory.text import approx_tokens, similarity
 from sage_engine.models import (
     Adoption,
     AdoptionReport,
@@ -77,7 +77,10 @@ def retrieve(
         already = {r["item_id"] for r in conn.execute("SELECT item_id FROM retrievals WHERE episode_id = ?", (episode_id,))}
         shown_rules: list[ScoredItem] = []
         for i, rule in enumerate(resident):
-            shown_rules.append(_scored(rule, i + 1, 1.0, 0.0, rule.utility))
+            # Every task sees the rulebook; how well a rule matches this task
+            # is logged so credit can tell "ignored" from "not applicable".
+            match = similarity(query, f"{rule.title}\n{rule.content}")
+            shown_rules.append(_scored(rule, i + 1, match, 0.0, rule.utility))
         shown_items: list[ScoredItem] = []
         for i, r in enumerate(ranking.items):
             shown_items.append(_scored(store.item(r.id), i + 1, r.similarity, r.exploration, r.score))
@@ -184,7 +187,18 @@ def close_and_credit(store: Store, config: Config, episode_id: int) -> AdoptionR
         reward, parts = utility.episode_reward(attempts, config)
         adopted = {r["item_id"]: r["weight"] for r in conn.execute("SELECT item_id, weight FROM adoptions WHERE episode_id = ?", (episode_id,))}
         shown = shown_ids(store, episode_id)
-        targets = utility.credit_targets(shown, adopted, reward, config)
+        # A resident rule that does not match the task was not "ignored": it
+        # did not apply. Penalising it would tie its utility to whichever
+        # family happens to be running.
+        off_topic = {
+            r["item_id"]
+            for r in conn.execute(
+                "SELECT item_id, MAX(similarity) AS sim FROM retrievals WHERE episode_id = ? AND resident = 1 GROUP BY item_id",
+                (episode_id,),
+            )
+            if r["sim"] < config.rule_match_threshold
+        }
+        targets = utility.credit_targets(shown, adopted, reward, config, not_applicable=off_topic)
         now = time.time()
         operator = row["operator"] or row["task"]
         updates: list[UtilityUpdate] = []

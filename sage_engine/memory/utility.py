@@ -48,13 +48,17 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
 
 
 def credit_targets(
-    shown: Iterable[int], adopted: Mapping[int, float], reward: float, config: Config
+    shown: Iterable[int], adopted: Mapping[int, float], reward: float, config: Config,
+    not_applicable: Iterable[int] = (),
 ) -> dict[int, tuple[float, bool]]:
     """Target utility for each shown item: {item_id: (target, adopted)}.
 
     `adopted` maps item id to its adoption weight in (0, 1]. Items missing from
-    the result are not updated (adopted-only leaves ignored items alone).
+    the result are not updated (adopted-only leaves ignored items alone; ATU
+    leaves alone unadopted items in `not_applicable`, resident rules that did
+    not match the task).
     """
+    skip = set(not_applicable)
     shown = list(dict.fromkeys(shown))
     weights = {i: w for i, w in adopted.items() if i in set(shown)}
     total = sum(weights.values()) or 1.0
@@ -66,7 +70,7 @@ def credit_targets(
         elif is_adopted:
             share = weights[item] / total if config.adopted_share == "split" else weights[item]
             out[item] = (reward * share, True)
-        elif config.credit_strategy == "atu":
+        elif config.credit_strategy == "atu" and item not in skip:
             out[item] = (-config.beta, False)
     return out
 

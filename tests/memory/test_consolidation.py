@@ -121,3 +121,19 @@ def test_rule_draft_that_drops_evidence_is_rejected():
         validate_draft(draft.model_copy(update={"evidence": [1]}), items)
     with pytest.raises(InvalidInput, match="empty 'when_not'"):
         validate_draft(draft.model_copy(update={"when_not": " "}), items)
+
+
+def test_unadopted_resident_rule_is_penalised_only_on_tasks_it_matches(engine):
+    engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks"))
+    adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
+    rule = engine.consolidate().rulebook[0]
+    before = engine.get_item(rule.id).utility
+
+    unrelated = engine.retrieve("embedding table lookup")
+    assert [r.id for r in unrelated.resident_rules] == [rule.id]
+    engine.close_episode(unrelated.episode_id)
+    assert engine.get_item(rule.id).utility == before
+
+    related = engine.retrieve("grid loop over blocks for a softmax kernel")
+    engine.close_episode(related.episode_id)
+    assert engine.get_item(rule.id).utility < before
