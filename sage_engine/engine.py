@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from sage_engine.config import Config
-from sage_engine.errors import InvalidInput, NotFound, SageError
+from sage_engine.errors import BackendUnavailable, InvalidInput, NotFound, SageError
 from sage_engine.memory import episodes, items, rulebook
 from sage_engine.memory.consolidation import DeterministicAbstractor, RuleAbstractor
 from sage_engine.memory.embeddings import DenseIndex, load_embedder
@@ -352,10 +352,13 @@ class Engine:
             self._check_path(Path(spec))
         return load_task(spec)
 
-    def list_tasks(self, *, level: int | None = None, family: str | None = None) -> list[TaskSummary]:
+    def list_tasks(self, *, level: int | None = None, family: str | None = None,
+                   suite_dir: Path | str | None = None) -> list[TaskSummary]:
         from sage_engine.evaluation.tasks import list_suite, task_summary
 
-        return [task_summary(t) for t in list_suite(level=level, family=family)]
+        if suite_dir is not None:
+            suite_dir = self._check_path(Path(suite_dir))
+        return [task_summary(t) for t in list_suite(suite_dir, level=level, family=family)]
 
     def get_task(self, task_id: str) -> TaskSummary:
         from sage_engine.evaluation.tasks import task_summary
@@ -369,6 +372,27 @@ class Engine:
         from sage_engine.evaluation.backends.base import list_backends
 
         return list_backends(self.config)
+
+    def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
+        """Create what a backend needs here (the ascend-compile virtualenv);
+        hardware backends only report what the host is missing."""
+        from sage_engine.evaluation.backends.base import get_backend
+
+        backend = get_backend(name, self.config)
+        try:
+            setup = getattr(backend, "setup", None)
+            if not callable(setup):
+                status = backend.status()
+                raise BackendUnavailable(f"{name}: {status.reason}. {status.setup}".strip())
+            return setup(log=log, force=force)
+        finally:
+            backend.close()
+
+    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None) -> list:
+        """Convert NPUKernelBench / MultiKernelBench tasks into SAGE task directories."""
+        from sage_engine.suite.importers import import_tasks
+
+        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases)
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         """Source code, or a path to a file under the allowed roots."""
