@@ -1,0 +1,27 @@
+"""Mean of a 3-D tensor over its last dimension."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 256
+dim1 = 256
+dim2 = 256
+reduce_dim = -1
+dtype = torch.float32
+
+
+class Model(nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.mean(x, dim=self.dim)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2, dtype=dtype)]
+
+
+def get_init_inputs():
+    return [reduce_dim]

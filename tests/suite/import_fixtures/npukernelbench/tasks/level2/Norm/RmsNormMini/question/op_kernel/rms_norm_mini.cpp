@@ -1,0 +1,1 @@
+// Ascend C kernel template (not imported)
