@@ -317,4 +317,11 @@ class TaskSummary(_Model):
     examples: list[str] = Field(default_factory=list)
 
 
+class TaskDetail(TaskSummary):
+    """A task as an agent needs it to write a candidate: the summary plus
+    the reference source it must match."""
+
+    reference_source: str
+
+
 AdoptionReport.model_rebuild()

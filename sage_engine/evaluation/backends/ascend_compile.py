@@ -1,0 +1,253 @@
+"""The `ascend-compile` backend: the real Ascend front end on a machine with no NPU.
+
+For a Triton-Ascend candidate it
+1. runs the standard correctness check with the triton-ascend interpreter
+   (TRITON_INTERPRET=1, CPU tensors) and records every `@triton.jit` launch:
+   kernel, argument signature, constexprs, grid;
+2. lowers each recorded launch for the chosen chip with `triton.compile`
+   (Python -> TTIR -> linalg/HIVM) and runs `bishengir-compile`, whose memory
+   planning reports real Unified Buffer and L0C overflows. Without CANN the
+   last step stops at "Cannot find hivmc": that is the front end passing.
+
+No NPU binary is made, so nothing is timed: a passing candidate is `correct`
+with `timing_representative=False` and no speedup. Both steps run in the
+sandbox child under the ascend-compile virtualenv's interpreter (`venv.py`);
+the child-side code is `ascend_worker.py`.
+"""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from sage_engine.config import Config
+from sage_engine.errors import BackendUnavailable, InvalidInput
+from sage_engine.evaluation import hostinfo, results
+from sage_engine.evaluation.backends import venv
+from sage_engine.evaluation.backends.ascend_diagnostics import KernelVerdict, classify_kernel
+from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
+from sage_engine.evaluation.pool import Launch
+from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.evaluation.tasks import Task
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult
+
+NAME = "ascend-compile"
+WORKER = "sage_engine.evaluation.backends.ascend_worker"
+# The flags triton-ascend itself passes for A2/A3 parts (910B) minus the
+# CANN-only ones. Multi-buffering stays on: it is on by default on the device
+# and doubles the UB a kernel needs.
+BISHENGIR_FLAGS = (
+    "--enable-auto-multi-buffer=True",
+    "--enable-hfusion-compile=true",
+    "--enable-hivm-compile=true",
+    "--enable-triton-kernel-compile=true",
+)
+FRONT_END_NOTE = "front end passed; no NPU binary without CANN"
+SETUP_COMMAND = f"sage backends setup {NAME}"
+
+
+def bishengir_path(env: Path) -> Path:
+    site = next((env / "lib").glob("python3*/site-packages"), env / "lib")
+    return site / "ascendnpuir" / "bin" / "bishengir-compile"
+
+
+# The 910B (A2) and 910_93 (A3) parts share the compile path triton-ascend
+# uses here; the 950 family needs a different one (bishengir-compile-a5).
+SUPPORTED_CHIP_PREFIXES = ("Ascend910B", "Ascend910_93")
+
+
+@functools.lru_cache(maxsize=4)
+def supported_chips(compiler: Path) -> tuple[str, ...]:
+    """Targets this bishengir-compile knows, from its --help, limited to A2/A3 parts."""
+    proc = subprocess.run([str(compiler), "--help"], capture_output=True, text=True, timeout=60)
+    chips, inside = [], False
+    for line in proc.stdout.splitlines():
+        text = line.strip()
+        if text.startswith("--target="):
+            inside = True
+        elif inside and text.startswith("="):
+            chips.append(text[1:].split()[0])
+        elif inside:
+            break
+    return tuple(c for c in chips if c.startswith(SUPPORTED_CHIP_PREFIXES))
+
+
+def setup(config: Config, log: Callable[[str], None] | None = None, *, force: bool = False) -> Path:
+    """Build the ascend-compile virtualenv (what `sage backends setup ascend-compile` runs)."""
+    return venv.ensure_backend_env(NAME, config, log=log, force=force)
+
+
+class AscendCompileBackend(SandboxBackend):
+    name = NAME
+    timing_representative = False
+    runner = f"{WORKER}:run_interpreted"
+
+    # ------------------------------------------------------------------ status
+
+    def env_path(self) -> Path:
+        return venv.env_dir(NAME, self.config)
+
+    def hardware(self) -> str:
+        return self.config.chip
+
+    def status(self) -> BackendStatus:
+        ready, reason = self._ready()
+        return BackendStatus(
+            name=NAME, ready=ready, hardware=self.config.chip, reason=reason,
+            setup="" if ready else f"run `{SETUP_COMMAND}` (builds a ~1.6 GB virtualenv under "
+                                   f"{self.env_path().parent}; about a minute with a warm pip cache)",
+            timing_representative=False,
+        )
+
+    _probed: str | None = None  # the env's import probe output, once it passed
+
+    def _ready(self) -> tuple[bool, str]:
+        if not venv.env_is_current(NAME, self.config):
+            return False, f"the {NAME} virtualenv is not set up"
+        if not bishengir_path(self.env_path()).exists():
+            return False, f"bishengir-compile is missing from {self.env_path()}"
+        if self._probed is None:
+            # Imports are checked once per backend instance (a few seconds: torch).
+            try:
+                self._probed = venv.probe_env(NAME, self.config)
+            except (BackendUnavailable, subprocess.TimeoutExpired) as exc:
+                return False, str(exc)
+        return True, (f"triton-ascend interpreter for correctness, bishengir-compile front end for "
+                      f"{self.config.chip}; no timing (no NPU)")
+
+    def setup(self, log: Callable[[str], None] | None = None, *, force: bool = False) -> Path:
+        return setup(self.config, log, force=force)
+
+    # ------------------------------------------------------------- sandboxing
+
+    def launch(self, *, interpret: bool = True) -> Launch:
+        # TRITON_INTERPRET must be set when the warm worker imports triton:
+        # triton.language's own helpers (tl.sum, tl.max...) are @jit functions
+        # and become interpreted ones only if it is set at import time. So the
+        # interpreted run and the compile step get separate workers.
+        env = (("TRITON_INTERPRET", "1"),) if interpret else ()
+        return Launch(python=str(venv.env_python(self.env_path())), env=env, preload=("triton",))
+
+    def child_env(self, task: Task, source: str) -> dict[str, str]:
+        # Line info makes bishengir-compile point at candidate lines.
+        return {"TRITON_INTERPRET": "1", "TRITON_DISABLE_LINE_INFO": "false"}
+
+    def timing_options(self) -> dict[str, Any] | None:
+        return None  # an interpreter on a CPU says nothing about an NPU
+
+    def base_fields(self, task: Task, source: str) -> dict[str, Any]:
+        marker = venv.read_marker(self.env_path()) or {}
+        # Keys as the child reports them (`triton_ascend`), so its versions merge over these.
+        pins = dict(p.replace("-", "_").split("==", 1) for p in marker.get("packages", []) if "==" in p)
+        return {"task": task.id, "backend": NAME, "hardware": self.config.chip,
+                "candidate_hash": hostinfo.candidate_hash(source), "versions": pins}
+
+    # -------------------------------------------------------------- evaluation
+
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+        ready, reason = self._ready()
+        if not ready:
+            raise BackendUnavailable(f"{reason}; run `{SETUP_COMMAND}`")
+        chips = supported_chips(bishengir_path(self.env_path()))
+        if self.config.chip not in chips:
+            raise InvalidInput(f"chip {self.config.chip!r} is not a target of the Ascend compile gate; "
+                               f"set SAGE_CHIP to one of {', '.join(chips)}")
+        report = _ProgressRelay(progress, total=3 + len(task.case_rows))
+        report(0, "static checks")
+        early = self.static_check(task, source)
+        if early is not None:
+            report.finish(early.status)
+            return early
+        base = self.base_fields(task, source)
+        request = self.build_request(task, source, trials)
+        outcome = self.pool.run(request, self.launch(), report.on_event)
+        first = results.from_outcome(
+            outcome, base=base, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
+            timing_representative=False, suspicious_speedup=self.config.suspicious_speedup,
+            last_progress=report.last_message,
+        )
+        launches = (outcome.result or {}).get("launches") or []
+        info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
+        if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
+            result = self._failed(first, info, [
+                KernelVerdict(d.kernel or "kernel", False, d.category, d.message, d.line)
+                for d in first.diagnostics if d.category == "grid_too_large"
+            ], launches)
+        elif first.status in ("correct", "incorrect", "runtime_error") and launches:
+            report(2 + len(task.case_rows), f"lowering {len(launches)} kernel launch(es) for {self.config.chip}")
+            verdicts = self._compile(task, source, trials, launches)
+            if isinstance(verdicts, EvalResult):
+                result = verdicts
+            elif any(not v.passed for v in verdicts):
+                result = self._failed(first, info, verdicts, launches)
+            else:
+                result = self._passed(first, info, verdicts, launches)
+        elif first.status in ("correct", "incorrect"):
+            info.update(front_end="not_run", note="the candidate launched no @triton.jit kernel; nothing was lowered")
+            result = first.model_copy(update={"compile_info": info, "diagnostics": first.diagnostics + [
+                Diagnostic(severity="warning", category="no_kernel",
+                           message="no @triton.jit kernel was launched, so the Ascend front end checked nothing")]})
+        else:
+            info["front_end"] = "not_run"
+            result = first.model_copy(update={"compile_info": {**first.compile_info, **info}})
+        report.finish(result.status)
+        return result
+
+    def _compile(self, task: Task, source: str, trials: int, launches: list) -> list[KernelVerdict] | EvalResult:
+        request = self.build_request(task, source, trials)
+        request.update(
+            runner=f"{WORKER}:run_compile", env={"TRITON_DISABLE_LINE_INFO": "false"}, launches=launches,
+            chip=self.config.chip, bishengir=str(bishengir_path(self.env_path())),
+            bishengir_flags=list(BISHENGIR_FLAGS),
+        )
+        outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None)
+        if outcome.result is None or "kernels" not in outcome.result:
+            failed = results.from_outcome(
+                outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
+                max_tasks=MAX_TASKS, timing_representative=False, suspicious_speedup=self.config.suspicious_speedup,
+                last_progress="lowering kernels for the Ascend front end",
+            )
+            return failed.model_copy(update={"compile_info": {"chip": self.config.chip, "front_end": "crashed"}})
+        return [classify_kernel(k, "candidate.py") for k in outcome.result["kernels"]]
+
+    def _failed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
+        failed = [v for v in verdicts if not v.passed]
+        top = failed[0]
+        _mark_kernels(info, verdicts, launches)
+        info.update(front_end="failed", category=top.category, tags=[top.category, self.config.chip])
+        # One kernel specialised for fp32 and fp16 fails twice the same way:
+        # one diagnostic per (kernel, category, line).
+        diags, seen = [], set()
+        for v in failed:
+            if (v.kernel, v.category, v.line) not in seen:
+                seen.add((v.kernel, v.category, v.line))
+                diags.append(Diagnostic(line=v.line, category=v.category or "other", message=v.message,
+                                        kernel=v.kernel))
+        note = f" (the interpreted run was {first.status})" if first.status in ("incorrect", "runtime_error") else ""
+        return first.model_copy(update={
+            "status": "compile_error", "correct": False, "compile_info": info, "diagnostics": diags,
+            "message": f"{top.category} in kernel {top.kernel} for {self.config.chip}: {top.message}{note}",
+        })
+
+    def _passed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
+        _mark_kernels(info, verdicts, launches)
+        info.update(front_end="passed", note=FRONT_END_NOTE)
+        message = first.message
+        if first.status == "correct":
+            message = f"{first.message}; {FRONT_END_NOTE} ({self.config.chip})"
+        return first.model_copy(update={"compile_info": info, "message": message})
+
+
+def _kernel_info(launch: dict) -> dict[str, Any]:
+    return {k: launch[k] for k in ("kernel", "grid", "signature", "constants", "launches") if k in launch}
+
+
+def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> None:
+    """Per launch: the front end's verdict (one verdict per recorded launch, in order)."""
+    if len(verdicts) != len(launches):
+        return
+    for entry, verdict in zip(info["kernels"], verdicts):
+        entry["front_end"] = "passed" if verdict.passed else verdict.category
+        entry.update(verdict.details)

@@ -1,0 +1,242 @@
+"""The contract every evaluation backend follows, and the registry.
+
+A backend turns (task, candidate source) into an `EvalResult`:
+
+    class MyBackend(Backend):
+        name = "my-backend"
+        def status(self) -> BackendStatus: ...       # cheap; never raises
+        def evaluate(self, task, source, *, trials, progress=None) -> EvalResult: ...
+
+Most backends subclass `SandboxBackend` and only say how their child runs:
+`launch()` (interpreter, e.g. a backend's own virtualenv, and environment),
+`child_env()`, `device`, `timer` (a name from `timing.TIMERS` or
+"module:factory" importable in the child), `runner` (the child-side routine,
+"module:function"; the default compiles, checks and times) and
+`timing_options()`. Static checks (syntax, anti-cheat) run first for every
+sandboxed backend.
+
+The registry imports backend modules lazily. `ascend-compile`, `npu` and
+`cuda` live in `ascend_compile.py`, `npu.py` and `cuda.py` (classes
+`AscendCompileBackend`, `NpuBackend`, `CudaBackend`); until such a module
+exists its entry reports unavailable with a setup hint.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import secrets
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar
+
+from sage_engine.config import BACKENDS, Config
+from sage_engine.errors import BackendUnavailable, InvalidInput
+from sage_engine.evaluation import anticheat, hostinfo, results
+from sage_engine.evaluation.pool import Launch, SandboxPool
+from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.evaluation.tasks import Task
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult
+
+log = logging.getLogger(__name__)
+Progress = Callable[[float, "float | None", str], None]
+
+REGISTRY: dict[str, tuple[str, str]] = {
+    "cpu": ("sage_engine.evaluation.backends.cpu", "CpuBackend"),
+    "triton": ("sage_engine.evaluation.backends.triton_interp", "TritonInterpreterBackend"),
+    "ascend-compile": ("sage_engine.evaluation.backends.ascend_compile", "AscendCompileBackend"),
+    "npu": ("sage_engine.evaluation.backends.npu", "NpuBackend"),
+    "cuda": ("sage_engine.evaluation.backends.cuda", "CudaBackend"),
+}
+SETUP_HINTS: dict[str, str] = {
+    "ascend-compile": "needs its own virtualenv with triton-ascend, ascendnpu-ir, pybind11 and numpy<2 "
+                      "(built under the SAGE cache dir); no NPU required",
+    "npu": "needs an Ascend NPU host with CANN and a matching torch_npu installed",
+    "cuda": "needs an NVIDIA GPU and a CUDA build of torch",
+}
+
+
+class Backend(ABC):
+    name: ClassVar[str]
+    timing_representative: ClassVar[bool] = True
+
+    def __init__(self, config: Config, pool: SandboxPool | None = None):
+        self.config = config
+        self._owns_pool = pool is None
+        self._pool = pool
+
+    @property
+    def pool(self) -> SandboxPool:
+        if self._pool is None:
+            self._pool = SandboxPool(warm=self.config.warm_pool, threads=self.config.eval_threads)
+        return self._pool
+
+    @abstractmethod
+    def status(self) -> BackendStatus:
+        """Whether this backend can run here; cheap and never raises."""
+
+    @abstractmethod
+    def evaluate(
+        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
+    ) -> EvalResult:
+        """A result for any candidate, however it fails; never raises for candidate faults."""
+
+    def close(self) -> None:
+        if self._owns_pool and self._pool is not None:
+            self._pool.close()
+
+
+class SandboxBackend(Backend):
+    """A backend whose candidates run in the sandbox child (`child.py`)."""
+
+    device: ClassVar[str] = "cpu"
+    timer: ClassVar[str] = "perf_counter"
+    runner: ClassVar[str | None] = None  # None: child.DEFAULT_RUNNER
+
+    def launch(self) -> Launch:
+        return Launch()
+
+    def child_env(self, task: Task, source: str) -> dict[str, str]:
+        return {}
+
+    def timing_options(self) -> dict[str, Any] | None:
+        c = self.config
+        return {"timer": self.timer, "warmup": c.timing_warmup, "min_reps": c.timing_min_reps,
+                "max_reps": c.timing_max_reps, "budget_s": c.timing_budget_s}
+
+    def hardware(self) -> str:
+        return hostinfo.cpu_hardware()
+
+    def base_fields(self, task: Task, source: str) -> dict[str, Any]:
+        return {"task": task.id, "backend": self.name, "hardware": self.hardware(),
+                "candidate_hash": hostinfo.candidate_hash(source), "versions": dict(hostinfo.host_versions())}
+
+    def static_check(self, task: Task, source: str) -> EvalResult | None:
+        """Syntax and anti-cheat checks before anything runs."""
+        base = self.base_fields(task, source)
+        ref_names = [task.id, task.reference_path.stem if task.reference_path else ""]
+        if task.reference_path is not None and task.reference_path.name == "reference.py":
+            ref_names.append(task.reference_path.parent.name)
+        try:
+            findings = anticheat.check_source(source, forbid=task.forbid, reference_names=ref_names)
+        except SyntaxError as exc:
+            diag = Diagnostic(category="syntax", message=f"SyntaxError: {exc.msg}", line=exc.lineno,
+                              column=exc.offset)
+            return EvalResult(**base, status="compile_error", message=f"line {exc.lineno}: SyntaxError: {exc.msg}",
+                              diagnostics=[diag], timing_representative=self.timing_representative)
+        if not findings:
+            return None
+        diags = [Diagnostic(category="cheat", message=f"[{f.rule}] {f.message}", line=f.line, column=f.column)
+                 for f in findings]
+        first = findings[0]
+        return EvalResult(**base, status="rejected", message=f"line {first.line}: {first.message}",
+                          diagnostics=diags, timing_representative=self.timing_representative)
+
+    def build_request(self, task: Task, source: str, trials: int) -> dict[str, Any]:
+        c = self.config
+        return {
+            "token": secrets.token_hex(16),
+            "task": task.to_request(),
+            "candidate_source": source,
+            "trials": trials,
+            "tolerance_mode": c.tolerance_mode,
+            "threads": c.eval_threads,
+            "device": self.device,
+            "timing": self.timing_options(),
+            "env": self.child_env(task, source),
+            "preload": [],
+            "runner": self.runner,
+            "timeout_s": c.eval_timeout_s,
+            "limits": {"memory_mb": c.eval_memory_mb, "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS},
+        }
+
+    def evaluate(
+        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
+    ) -> EvalResult:
+        report = _ProgressRelay(progress, total=2 + len(task.case_rows) + (1 if self.timing_options() else 0))
+        report(0, "running static checks")
+        early = self.static_check(task, source)
+        if early is not None:
+            report.finish(early.status)
+            return early
+        request = self.build_request(task, source, trials)
+        outcome = self.pool.run(request, self.launch(), report.on_event)
+        result = results.from_outcome(
+            outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
+            max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
+            suspicious_speedup=self.config.suspicious_speedup, last_progress=report.last_message,
+        )
+        report.finish(result.status)
+        return result
+
+
+class _ProgressRelay:
+    """Forwards the child's progress events to the caller's callback; a
+    failing callback (a client that went away) must not fail the evaluation."""
+
+    def __init__(self, callback: Progress | None, total: float):
+        self.callback, self.total, self.last_message = callback, total, ""
+        self.broken = False
+
+    def __call__(self, done: float, message: str) -> None:
+        self.last_message = message
+        if self.callback is None or self.broken:
+            return
+        try:
+            self.callback(float(done), float(self.total), message)
+        except Exception:  # noqa: BLE001 - the callback belongs to the caller
+            log.warning("progress callback failed; no more progress for this evaluation", exc_info=True)
+            self.broken = True
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event.get("ev") == "progress":
+            if event.get("total"):
+                self.total = float(event["total"])
+            self(float(event.get("progress", 0.0)), str(event.get("message", "")))
+
+    def finish(self, status: str) -> None:
+        self(self.total, f"done: {status}")
+
+
+class UnavailableBackend(Backend):
+    """Stands in for a backend whose module is not installed."""
+
+    def __init__(self, config: Config, name: str, reason: str, setup: str):
+        super().__init__(config)
+        self._name, self.reason, self.setup = name, reason, setup
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._name
+
+    def status(self) -> BackendStatus:
+        return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup,
+                             timing_representative=False)
+
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+        raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
+
+
+def get_backend(name: str, config: Config, pool: SandboxPool | None = None) -> Backend:
+    if name not in REGISTRY:
+        raise InvalidInput(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    module_name, class_name = REGISTRY[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        return UnavailableBackend(config, name, f"{module_name} is not part of this installation",
+                                  SETUP_HINTS.get(name, ""))
+    cls = getattr(module, class_name)
+    return cls(config, pool)
+
+
+def list_backends(config: Config) -> list[BackendStatus]:
+    out = []
+    for name in REGISTRY:
+        backend = get_backend(name, config)
+        try:
+            out.append(backend.status())
+        finally:
+            backend.close()
+    return out

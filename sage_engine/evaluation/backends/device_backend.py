@@ -1,0 +1,128 @@
+"""What the `npu` and `cuda` backends share: a device probe, device-event
+timing with a cache flush, and results that name the device.
+
+Children start from a fresh interpreter (no warm worker): forking a process
+that has touched a GPU or NPU runtime is not safe. The probe runs once per
+backend instance in a child with the same environment the evaluations get,
+so `status()` reports what an evaluation would actually find.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any, ClassVar
+
+from sage_engine.errors import BackendUnavailable
+from sage_engine.evaluation import results
+from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
+from sage_engine.evaluation.pool import Launch
+from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.evaluation.tasks import Task
+from sage_engine.models import BackendStatus, EvalResult
+
+CHILD = "sage_engine.evaluation.backends.device_child"
+PROBE_TIMEOUT_S = 120.0  # importing torch_npu initialises CANN; slow on a cold host
+
+
+class DeviceBackend(SandboxBackend):
+    timing_representative = True
+    runner = f"{CHILD}:run_on_device"
+    module: ClassVar[str]  # torch.<module>: "npu" or "cuda"
+    preload: ClassVar[tuple[str, ...]] = ()
+    probe_imports: ClassVar[str] = "import torch"
+    setup_hint: ClassVar[str] = ""
+    device_time: ClassVar[bool] = False  # ask the child for profiler device-only time
+
+    _probe_cache: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- checks
+
+    def missing(self) -> str | None:
+        """Why this host cannot run the backend, before any probe; None if nothing is missing."""
+        return None
+
+    def probe(self) -> dict[str, Any]:
+        """Device availability and name as an evaluation child sees them (cached)."""
+        if self._probe_cache is None:
+            script = (
+                f"import json\n{self.probe_imports}\nimport torch\n"
+                f"mod = getattr(torch, {self.module!r})\n"
+                "ok = bool(mod.is_available()) and mod.device_count() > 0\n"
+                "print(json.dumps({'available': ok, 'name': str(mod.get_device_name(0)) if ok else None}))\n"
+            )
+            launch = self.launch()
+            try:
+                proc = subprocess.run([launch.python, "-c", script], capture_output=True, text=True,
+                                      timeout=PROBE_TIMEOUT_S, env=launch.environment(self.config.eval_threads))
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                self._probe_cache = {"available": False, "error": f"device probe failed: {exc}"}
+                return self._probe_cache
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                self._probe_cache = {"available": False, "error": f"device probe failed: {last}"}
+            else:
+                self._probe_cache = json.loads(proc.stdout.strip().splitlines()[-1])
+        return self._probe_cache
+
+    def status(self) -> BackendStatus:
+        why = self.missing()
+        if why is None:
+            probe = self.probe()
+            if not probe.get("available"):
+                why = probe.get("error") or f"torch.{self.module}.is_available() is False"
+        if why is not None:
+            return BackendStatus(name=self.name, ready=False, hardware=None, reason=why, setup=self.setup_hint,
+                                 timing_representative=True)
+        name = self.probe().get("name")
+        return BackendStatus(name=self.name, ready=True, hardware=name, timing_representative=True,
+                             reason=f"{name} via torch.{self.module}; device-event timing with a cache flush")
+
+    def setup(self, log=None, *, force: bool = False) -> None:
+        """Nothing SAGE can install for a device: succeed when ready, else say what the host needs."""
+        status = self.status()
+        if not status.ready:
+            raise BackendUnavailable(f"backend {self.name!r}: {status.reason}. {status.setup}")
+
+    # ------------------------------------------------------------ sandboxing
+
+    def launch(self) -> Launch:
+        return Launch(python=sys.executable, preload=self.preload, warm=False)
+
+    def hardware(self) -> str:
+        return (self._probe_cache or {}).get("name") or self.module
+
+    def build_request(self, task: Task, source: str, trials: int) -> dict[str, Any]:
+        request = super().build_request(task, source, trials)
+        request["preload"] = list(self.preload)
+        request["device_time"] = self.device_time
+        return request
+
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+        status = self.status()
+        if not status.ready:
+            raise BackendUnavailable(f"backend {self.name!r} is unavailable: {status.reason}. {status.setup}")
+        report = _ProgressRelay(progress, total=3 + len(task.case_rows))
+        report(0, "static checks")
+        early = self.static_check(task, source)
+        if early is not None:
+            report.finish(early.status)
+            return early
+        base = self.base_fields(task, source)
+        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event)
+        result = results.from_outcome(
+            outcome, base=base, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
+            timing_representative=True, suspicious_speedup=self.config.suspicious_speedup,
+            last_progress=report.last_message,
+        )
+        report_ = outcome.result or {}
+        update: dict[str, Any] = {}
+        if report_.get("device_name"):
+            update["hardware"] = report_["device_name"]
+        device_time = (report_.get("timing") or {}).get("device_time_us")
+        if device_time is not None:
+            update["compile_info"] = {**result.compile_info, "device_time_us": device_time}
+        result = result.model_copy(update=update) if update else result
+        report.finish(result.status)
+        return result

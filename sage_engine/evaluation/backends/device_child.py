@@ -1,0 +1,163 @@
+"""Child-side helpers of the device backends (`npu`, `cuda`).
+
+Runs in the sandbox child on the device host, so it imports only the
+standard library, torch (and torch_npu on an NPU host) and SAGE's pure
+child-side modules.
+
+- Timers (`npu_timer`, `cuda_timer`, chosen by name through
+  `timing.get_timer("...device_child:npu_timer")`): device events around each
+  call, with a cache-sized buffer zeroed before every call so no run profits
+  from the previous run's cache (192 MB on Ascend as triton-ascend's
+  benchmark does, 256 MB on NVIDIA as KernelBench and Triton do).
+- `run_on_device`: the standard runner, plus the device's name (the hardware
+  string results carry) and, on an NPU, device-only time per call from the
+  torch_npu profiler (sum of kernel time, no host or launch overhead).
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Callable
+
+from sage_engine.evaluation import timing
+
+NPU_FLUSH_MB = 192
+CUDA_FLUSH_MB = 256
+PROFILE_WARMUP = 3
+PROFILE_ACTIVE = 20
+
+
+def flushing_event_timer(module_name: str, flush_mb: int) -> timing.Timer:
+    import torch
+
+    mod = getattr(torch, module_name)
+    # Allocated on the host and moved: the same call works on every device module.
+    flush = torch.empty(flush_mb << 20, dtype=torch.int8).to(module_name)
+
+    def timer(fn: Callable[[], Any]) -> float:
+        flush.zero_()
+        start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+
+    return timer
+
+
+def npu_timer() -> timing.Timer:
+    return flushing_event_timer("npu", NPU_FLUSH_MB)
+
+
+def cuda_timer() -> timing.Timer:
+    return flushing_event_timer("cuda", CUDA_FLUSH_MB)
+
+
+def device_name(device: str) -> str | None:
+    import torch
+
+    mod = getattr(torch, device, None)
+    if mod is None or not hasattr(mod, "get_device_name"):
+        return None
+    return str(mod.get_device_name(0))
+
+
+# --------------------------------------------------------------- NPU profiler
+
+
+def op_statistic_us(trace_dir: str) -> float | None:
+    """Total device time (µs) over every op in the profiler's op_statistic CSV.
+
+    CANN's msprof writes `op_statistic*.csv` with one row per op type and the
+    columns `OP Type`, `Core Type`, `Count`, `Total Time(us)`, `Avg Time(us)`...
+    """
+    files = glob.glob(os.path.join(trace_dir, "**", "op_statistic*.csv"), recursive=True)
+    if not files:
+        return None
+    total = 0.0
+    with open(sorted(files)[0], newline="", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh):
+            value = row.get("Total Time(us)")
+            if value in (None, ""):
+                count, avg = row.get("Count"), row.get("Avg Time(us)")
+                if count in (None, "") or avg in (None, ""):
+                    continue
+                total += float(count) * float(avg)
+            else:
+                total += float(value)
+    return total
+
+
+def npu_profile_us(fn: Callable[[], Any], *, warmup: int = PROFILE_WARMUP, active: int = PROFILE_ACTIVE) -> float | None:
+    """Mean device-only time of one call (µs), from the torch_npu profiler."""
+    import torch
+    import torch_npu
+
+    trace_dir = tempfile.mkdtemp(prefix="sage-npu-prof-", dir=os.getcwd())
+    try:
+        prof_api = torch_npu.profiler
+        with prof_api.profile(
+            activities=[prof_api.ProfilerActivity.NPU],
+            schedule=prof_api.schedule(wait=0, warmup=warmup, active=active, repeat=1, skip_first=1),
+            on_trace_ready=prof_api.tensorboard_trace_handler(trace_dir),
+            record_shapes=False, profile_memory=False, with_stack=False,
+        ) as prof:
+            for _ in range(1 + warmup + active):
+                fn()
+                prof.step()
+                torch.npu.synchronize()
+        total = op_statistic_us(trace_dir)
+        return None if total is None else total / active
+    finally:
+        shutil.rmtree(trace_dir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------- runner
+
+
+def run_on_device(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+    """The harness's runner, plus the device name and optional device-only time."""
+    from sage_engine.evaluation import child
+
+    device = str(request.get("device", "cpu")).split(":")[0]
+    want_profile = bool(request.get("device_time")) and device == "npu"
+
+    class DeviceRun(child._Run):
+        def run_timing(self, chosen):
+            result = super().run_timing(chosen)
+            if want_profile:
+                result["device_time_us"] = self.profile(chosen)
+            return result
+
+        def profile(self, chosen) -> dict[str, Any]:
+            _, _case, ref_model, cand_model, ref_in, cand_in = chosen
+            torch = self.torch
+            start = time.perf_counter()
+            try:
+                with torch.no_grad():
+                    ref = npu_profile_us(lambda: ref_model(*ref_in))
+                    cand = npu_profile_us(lambda: cand_model(*cand_in))
+            except Exception as exc:  # noqa: BLE001 - the event timing still stands
+                return {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                self.phases["device_profile"] = time.perf_counter() - start
+            return {"reference": ref, "candidate": cand}
+
+    run = DeviceRun(request, emit)
+    try:
+        result = run.run()
+    except child._Failure as failure:
+        result = {"status": failure.status, "message": failure.message, "diagnostics": failure.diags,
+                  "cases": run.cases_out}
+        if failure.status == "incorrect":
+            result["mismatch"] = failure.message
+    result["phases"] = run.phases
+    result["versions"] = child.versions()
+    result["device_name"] = device_name(device)
+    return result

@@ -1,0 +1,229 @@
+"""Comparing a candidate's outputs with the reference's.
+
+Pure functions over tensors; they run inside the sandbox child, so this
+module imports nothing from SAGE beyond the standard library and torch.
+
+Tolerance modes:
+- kernelbench: |c - r| <= atol + rtol * |r| elementwise (torch.allclose);
+  fp32 1e-4/1e-4, fp16/bf16 1e-2/1e-2, integers and bool exact.
+- npukernelbench: an element fails only if abs err > atol AND
+  rel err > rtol, rel = abs / (|r| + 1e-7); 1e-3/1e-3 for floats.
+A task may override atol/rtol per dtype in either mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+KERNELBENCH_TOL = {
+    "float64": (1e-4, 1e-4),
+    "float32": (1e-4, 1e-4),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (1e-2, 1e-2),
+    "complex64": (1e-4, 1e-4),
+}
+NPUKERNELBENCH_TOL = {name: (1e-3, 1e-3) for name in KERNELBENCH_TOL}
+REL_EPS = 1e-7
+MODES = ("kernelbench", "npukernelbench")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ok: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    message: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "max_abs_error": self.max_abs_error,
+            "max_rel_error": self.max_rel_error,
+            "message": self.message,
+        }
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def tolerance_for(dtype: Any, mode: str, override: dict | None = None) -> tuple[float, float] | None:
+    """(atol, rtol) for a floating dtype; None means exact comparison."""
+    if mode not in MODES:
+        raise ValueError(f"tolerance mode must be one of {MODES}, got {mode!r}")
+    name = dtype_name(dtype)
+    table = KERNELBENCH_TOL if mode == "kernelbench" else NPUKERNELBENCH_TOL
+    if name not in table:
+        return None
+    atol, rtol = table[name]
+    if override and name in override:
+        atol = override[name].get("atol", atol)
+        rtol = override[name].get("rtol", rtol)
+    return float(atol), float(rtol)
+
+
+def as_output_list(value: Any) -> list[Any]:
+    """A forward's return value as a flat list: tensor -> [tensor],
+    tuple/list -> its items, None -> []."""
+    if value is None:
+        return []
+    if isinstance(value, (tuple, list)):
+        out: list[Any] = []
+        for v in value:
+            out.extend(as_output_list(v) if isinstance(v, (tuple, list)) else [v])
+        return out
+    return [value]
+
+
+def compare_outputs(
+    reference: list[Any], candidate: list[Any], *, mode: str, override: dict | None = None
+) -> Comparison:
+    """Compare flattened outputs; the message names the first output that fails."""
+    if len(reference) != len(candidate):
+        return Comparison(False, message=f"expected {len(reference)} output(s), got {len(candidate)}")
+    worst_abs = worst_rel = 0.0
+    for i, (ref, cand) in enumerate(zip(reference, candidate)):
+        label = f"output {i}" if len(reference) > 1 else "output"
+        result = compare_one(ref, cand, mode=mode, override=override, label=label)
+        if not result.ok:
+            return result
+        worst_abs = max(worst_abs, result.max_abs_error or 0.0)
+        worst_rel = max(worst_rel, result.max_rel_error or 0.0)
+    return Comparison(True, worst_abs, worst_rel, "")
+
+
+def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None, label: str = "output") -> Comparison:
+    import torch
+
+    if not isinstance(ref, torch.Tensor):
+        return _compare_python(ref, cand, mode=mode, label=label)
+    if not isinstance(cand, torch.Tensor):
+        return Comparison(False, message=f"{label}: expected a tensor, got {type(cand).__name__}")
+    if tuple(ref.shape) != tuple(cand.shape):
+        return Comparison(False, message=f"{label}: shape {tuple(cand.shape)} != expected {tuple(ref.shape)}")
+    if ref.dtype != cand.dtype:
+        return Comparison(
+            False, message=f"{label}: dtype {dtype_name(cand.dtype)} != expected {dtype_name(ref.dtype)}"
+        )
+    r = ref.detach().to("cpu")
+    c = cand.detach().to("cpu")
+    if r.numel() == 0:
+        return Comparison(True, 0.0, 0.0)
+    tol = tolerance_for(r.dtype, mode, override)
+    if tol is None:
+        bad = r != c
+        if not bool(bad.any()):
+            return Comparison(True, 0.0, 0.0)
+        diff = (r.to(torch.float64) - c.to(torch.float64)).abs() if r.dtype != torch.bool else bad.double()
+        idx = _first_index(bad)
+        return Comparison(
+            False, float(diff.max()), None,
+            f"{label}: {int(bad.sum())} of {r.numel()} elements differ (exact dtype "
+            f"{dtype_name(r.dtype)}); first at index {idx}: got {_item(c, idx)}, expected {_item(r, idx)}",
+        )
+    if r.is_complex():
+        r, c = torch.view_as_real(r), torch.view_as_real(c)
+    atol, rtol = tol
+    fast = _fast_pass(r, c, atol, rtol, mode)
+    if fast is not None:
+        return fast
+    r64, c64 = r.to(torch.float64), c.to(torch.float64)
+    r_fin, c_fin = torch.isfinite(r64), torch.isfinite(c64)
+    # Same non-finite value in both (nan and nan, inf and inf) counts as a match.
+    same_special = (~r_fin) & ((torch.isnan(r64) & torch.isnan(c64)) | (r64 == c64))
+    nonfinite_bad = (~c_fin | ~r_fin) & ~same_special
+    both = r_fin & c_fin
+    abs_err = torch.where(both, (c64 - r64).abs(), torch.zeros_like(r64))
+    rel_err = abs_err / (r64.abs() + REL_EPS)
+    if mode == "kernelbench":
+        bad = both & (abs_err > atol + rtol * r64.abs())
+    else:
+        bad = both & (abs_err > atol) & (rel_err > rtol)
+    bad = bad | nonfinite_bad
+    max_abs, max_rel = float(abs_err.max()), float(rel_err.max())
+    if not bool(bad.any()):
+        return Comparison(True, max_abs, max_rel)
+    idx = _first_index(bad)
+    n_bad = int(bad.sum())
+    if bool(nonfinite_bad.any()):
+        idx = _first_index(nonfinite_bad)
+        what = f"non-finite value {_item(c, idx)} where the reference has {_item(r, idx)}"
+    else:
+        what = f"got {_item(c, idx)}, expected {_item(r, idx)}"
+    return Comparison(
+        False, max_abs, max_rel,
+        f"{label}: {n_bad} of {r.numel()} elements exceed tolerance (atol={atol:g}, rtol={rtol:g}, "
+        f"{mode}); first at index {idx}: {what}; max abs error {max_abs:.3g}, max rel error {max_rel:.3g}",
+    )
+
+
+def _fast_pass(r: Any, c: Any, atol: float, rtol: float, mode: str) -> Comparison | None:
+    """The common case, all finite and within tolerance, in a few passes at
+    float32 (float64 inputs stay float64); None sends the caller to the slow
+    path that explains the failure."""
+    import torch
+
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    rw, cw = r.to(work), c.to(work)
+    if not (bool(torch.isfinite(rw).all()) and bool(torch.isfinite(cw).all())):
+        return None
+    abs_err = (cw - rw).abs_()
+    ref_abs = rw.abs()
+    if mode == "kernelbench":
+        ok = bool((abs_err <= ref_abs.mul(rtol).add_(atol)).all())
+    else:
+        ok = not bool(((abs_err > atol) & (abs_err > ref_abs.add(REL_EPS).mul_(rtol))).any())
+    if not ok:
+        return None
+    max_rel = float(abs_err.div(ref_abs.add_(REL_EPS)).max())
+    return Comparison(True, float(abs_err.max()), max_rel)
+
+
+def _compare_python(ref: Any, cand: Any, *, mode: str, label: str) -> Comparison:
+    if isinstance(ref, bool) or isinstance(ref, int) or not isinstance(ref, float):
+        ok = type(cand) is type(ref) and cand == ref
+        return Comparison(ok, message="" if ok else f"{label}: got {cand!r}, expected {ref!r}")
+    if not isinstance(cand, (int, float)) or isinstance(cand, bool):
+        return Comparison(False, message=f"{label}: expected a number, got {type(cand).__name__}")
+    atol, rtol = KERNELBENCH_TOL["float32"] if mode == "kernelbench" else NPUKERNELBENCH_TOL["float32"]
+    err = abs(cand - ref)
+    rel = err / (abs(ref) + REL_EPS)
+    ok = err <= atol + rtol * abs(ref) if mode == "kernelbench" else not (err > atol and rel > rtol)
+    return Comparison(ok, err, rel, "" if ok else f"{label}: got {cand!r}, expected {ref!r}")
+
+
+def _first_index(mask: Any) -> tuple[int, ...]:
+    import torch
+
+    flat = int(torch.nonzero(mask.reshape(-1))[0])
+    return tuple(int(i) for i in _unravel(flat, tuple(mask.shape)))
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    out = []
+    for dim in reversed(shape):
+        out.append(flat % dim)
+        flat //= dim
+    return list(reversed(out))
+
+
+def _item(t: Any, idx: tuple[int, ...]) -> str:
+    v = t[idx] if idx else t
+    return f"{v.item():.6g}" if v.is_floating_point() else str(v.item())
+
+
+def same_values(a: list[Any], b: list[Any]) -> bool:
+    """Bitwise-equal outputs (used to spot a candidate that returns the same
+    thing for different inputs)."""
+    import torch
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.shape != y.shape or x.dtype != y.dtype or not torch.equal(x.detach().cpu(), y.detach().cpu()):
+                return False
+        elif x != y:
+            return False
+    return True

@@ -1,0 +1,156 @@
+"""Building `EvalResult` values from what the sandbox reported.
+
+The child's final report decides the status when it arrived; otherwise the
+supervisor's observations do (timeout, too many processes, a signal, an exit
+without a report). A candidate can never turn its own exit code into a pass.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from typing import Any
+
+from sage_engine.evaluation import timing
+from sage_engine.evaluation.sandbox import Outcome
+from sage_engine.models import CaseResult, Diagnostic, EvalResult, TimingStats
+
+STDOUT_TAIL_CHARS = 4000
+# faulthandler's frame lines: File "/tmp/sage-eval-x/candidate.py", line 12 in forward
+_FAULT_FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+) in (\S+)')
+
+
+def base_result(*, task_id: str, backend: str, hardware: str, candidate_hash: str, **fields: Any) -> EvalResult:
+    return EvalResult(task=task_id, backend=backend, hardware=hardware, candidate_hash=candidate_hash, **fields)
+
+
+def from_outcome(
+    outcome: Outcome,
+    *,
+    base: dict[str, Any],
+    timeout_s: float,
+    max_tasks: int,
+    timing_representative: bool,
+    suspicious_speedup: float,
+    last_progress: str = "",
+) -> EvalResult:
+    tail = _tail(outcome)
+    if outcome.result is not None and outcome.killed != "processes":
+        return _from_report(outcome.result, base=base, tail=tail, timing_representative=timing_representative,
+                            suspicious_speedup=suspicious_speedup)
+    cases = [_case(e["case_result"]) for e in outcome.events if "case_result" in e]
+    stage = f" while {last_progress}" if last_progress else ""
+    status, category = "crashed", "crash"
+    if outcome.killed == "timeout":
+        status, category = "timeout", "timeout"
+        message = f"the evaluation exceeded the {timeout_s:g} s wall-clock limit{stage}"
+        if cases and all(c.ok for c in cases):
+            message += f"; {len(cases)} correctness trial(s) had passed"
+    elif outcome.killed == "processes":
+        category = "processes"
+        message = (f"the candidate started more than {max_tasks} processes/threads (fork bomb?); "
+                   "everything it started was killed")
+    elif outcome.killed == "worker":
+        message = f"the sandbox worker was lost{stage}: {outcome.output_tail or 'no detail'}"
+        tail = ""
+    elif outcome.exit_code is not None and outcome.exit_code < 0:
+        sig = -outcome.exit_code
+        name = _signal_name(sig)
+        if sig == signal.SIGXCPU:
+            status, category = "timeout", "timeout"
+            message = f"the candidate exceeded the CPU-time limit ({name}){stage}"
+        elif sig == signal.SIGKILL:
+            message = f"the child was killed ({name}){stage}; most often the kernel's out-of-memory killer"
+        else:
+            message = f"the child died of {name}{stage}" + (
+                " (invalid memory access: out-of-bounds pointer or index)" if sig in (signal.SIGSEGV, signal.SIGBUS)
+                else "")
+    elif outcome.exit_code is not None:
+        message = (f"the child exited with code {outcome.exit_code} before reporting a result{stage} "
+                   "(os._exit or a native exit in the candidate?)")
+    else:
+        message = f"the child ended without reporting a result{stage}"
+    line, func = _fault_line(outcome.output_tail)
+    where = f" (candidate.py line {line}, in {func})" if line else ""
+    diag = Diagnostic(category=category, message=message + where, line=line)
+    return EvalResult(
+        **base, status=status, message=message, cases=cases, diagnostics=[diag], stdout_tail=tail,
+        timing_representative=timing_representative,
+    )
+
+
+def _from_report(
+    report: dict[str, Any], *, base: dict[str, Any], tail: str, timing_representative: bool,
+    suspicious_speedup: float,
+) -> EvalResult:
+    status = report.get("status", "crashed")
+    cases = [_case(c) for c in report.get("cases", [])]
+    diags = [Diagnostic(**d) for d in report.get("diagnostics", [])]
+    errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
+    errors_rel = [c.max_rel_error for c in cases if c.max_rel_error is not None]
+    fields: dict[str, Any] = {}
+    timing_report = report.get("timing")
+    if timing_report:
+        ref = TimingStats(**timing_report["reference"])
+        cand = TimingStats(**timing_report["candidate"])
+        fields.update(reference_timing=ref, candidate_timing=cand)
+        if timing_representative:
+            speedup = timing.speedup(ref.median_ms, cand.median_ms)
+            fields["speedup"] = speedup
+            if speedup is not None and speedup > suspicious_speedup:
+                fields["suspicious_speedup"] = True
+                diags.append(Diagnostic(
+                    severity="warning", category="timing",
+                    message=f"speedup {speedup:.1f}x exceeds {suspicious_speedup:g}x: check that the candidate "
+                            "does all the work the reference does",
+                ))
+    versions = dict(base.get("versions", {}))
+    versions.update(report.get("versions", {}))
+    return EvalResult(
+        **{**base, "versions": versions},
+        status=status,
+        correct=status == "correct",
+        message=report.get("message", ""),
+        mismatch=report.get("mismatch"),
+        max_abs_error=max(errors_abs) if errors_abs else None,
+        max_rel_error=max(errors_rel) if errors_rel else None,
+        cases=cases,
+        diagnostics=diags,
+        stdout_tail=tail,
+        timing_representative=timing_representative,
+        phases={k: round(float(v), 6) for k, v in report.get("phases", {}).items()},
+        compile_info={"timed_case": timing_report["case"], "timer": timing_report["timer"]} if timing_report else {},
+        **fields,
+    )
+
+
+def _tail(outcome: Outcome) -> str:
+    text = outcome.output_tail.split("bytes dropped ...]\n", 1)[-1]
+    last = text[-STDOUT_TAIL_CHARS:]
+    dropped = outcome.output_bytes - len(last.encode("utf-8", errors="replace"))
+    return f"[... {dropped} earlier bytes dropped ...]\n{last}" if dropped > 0 else last
+
+
+def _case(row: dict[str, Any]) -> CaseResult:
+    return CaseResult(
+        case=row.get("case", {}), trial=int(row.get("trial", 0)), ok=bool(row.get("ok")),
+        max_abs_error=row.get("max_abs_error"), max_rel_error=row.get("max_rel_error"),
+        message=row.get("message", ""),
+    )
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _fault_line(output: str) -> tuple[int | None, str | None]:
+    """The innermost candidate frame of the last faulthandler dump."""
+    block = output[output.rfind("Fatal Python error") :] if "Fatal Python error" in output else output
+    stack_at = block.rfind("Stack (most recent call first)")
+    if stack_at < 0:
+        stack_at = block.rfind("Current thread")
+    m = _FAULT_FRAME.search(block, max(stack_at, 0))
+    return (int(m.group(1)), m.group(2)) if m else (None, None)

@@ -1,0 +1,489 @@
+"""Containing one evaluation child: environment, process limits, supervision.
+
+Used by both supervisors: the warm worker (which forks the child) and the
+harness's cold path (which spawns a fresh interpreter). Standard library
+only, Linux-first.
+
+Limits and why each mechanism:
+- wall clock: the supervisor's deadline, then SIGKILL to everything the
+  child started;
+- memory: RLIMIT_AS in the child (set by the child before it imports torch
+  or the candidate);
+- CPU: RLIMIT_CPU, a backstop behind the wall clock;
+- processes: RLIMIT_NPROC is not enforced for root and counts all of a
+  user's processes, so instead (1) a `pids` cgroup with `pids.max` where the
+  machine lets us create one (a hard kernel limit, and its member list finds
+  processes that left the session), and always (2) a process watch: the
+  child leads its own session; the supervisor counts the session's tasks
+  (and their descendants) and kills all of them past `MAX_TASKS`. The count
+  is gated by the machine-wide task total in /proc/loadavg so the poll costs
+  one small read, not a /proc scan;
+- output: stdout and stderr go to a pipe the supervisor drains, keeping a
+  bounded tail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import selectors
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, MutableMapping
+
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_")
+# Processes plus threads of one evaluation. torch keeps a few threads per
+# process and a C++ build runs ninja, a shell, g++, cc1plus and as; 128 leaves
+# room for both. A fork bomb of torch-sized processes needs a few seconds of
+# forking to get there on two cores, so a lower cap would not stop it much sooner.
+MAX_TASKS = 128
+OUTPUT_TAIL_BYTES = 64 * 1024
+RESULT_LINE_MAX = 32 * 1024 * 1024  # a result line longer than this is not from the runner
+POLL_S = 0.05
+DRAIN_S = 2.0  # after the child exits, how long leftover holders of its pipes may keep them open
+STACK_DUMP_S = 0.5  # on timeout, time the child gets to print its stack before SIGKILL
+_cgroup_counter = itertools.count()
+_PENDING_REMOVAL: set[Path] = set()
+_swept = False
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(m in upper for m in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES)
+
+
+def scrub_environ(env: MutableMapping[str, str]) -> None:
+    for name in [n for n in env if is_secret(n)]:
+        del env[name]
+
+
+def child_environment(base: MutableMapping[str, str], extra: dict[str, str]) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not is_secret(k)}
+    env.update(extra)
+    return env
+
+
+class TailBuffer:
+    """Keeps the last `cap` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int = OUTPUT_TAIL_BYTES):
+        self.cap, self.total, self.data = cap, 0, bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.data += chunk
+        if len(self.data) > 2 * self.cap:
+            del self.data[: len(self.data) - self.cap]
+
+    def text(self) -> str:
+        tail = bytes(self.data[-self.cap:])
+        dropped = self.total - len(tail)
+        prefix = f"[... {dropped} earlier bytes dropped ...]\n" if dropped > 0 else ""
+        return prefix + tail.decode("utf-8", errors="replace")
+
+
+# ------------------------------------------------------------------ processes
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    session: int
+    threads: int
+    start: int
+    zombie: bool
+
+
+def proc_table() -> dict[int, ProcInfo]:
+    table: dict[int, ProcInfo] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                raw = fh.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = raw[raw.rfind(")") + 2:].split()
+        if len(rest) < 20:
+            continue
+        table[int(name)] = ProcInfo(
+            pid=int(name), ppid=int(rest[1]), session=int(rest[3]), threads=int(rest[17]),
+            start=int(rest[19]), zombie=rest[0] in ("Z", "X"),
+        )
+    return table
+
+
+def _machine_tasks() -> int | None:
+    try:
+        with open("/proc/loadavg", "rb") as fh:
+            return int(fh.read().split()[3].split(b"/")[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class PidsCgroup:
+    """A `pids` cgroup for one evaluation, where the machine allows creating
+    one (root with cgroup v1, or a delegated cgroup v2 subtree)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def create(cls, max_tasks: int) -> "PidsCgroup | None":
+        cls.sweep()
+        base = _pids_cgroup_base()
+        if base is None:
+            return None
+        _sweep_dead_owners(base)
+        path = base / f"sage-eval-{os.getpid()}-{next(_cgroup_counter)}"
+        try:
+            path.mkdir()
+        except OSError:
+            return None
+        try:
+            (path / "pids.max").write_text(str(max_tasks))
+        except OSError:
+            cg = cls(path)
+            cg.remove()
+            return None
+        return cls(path)
+
+    def limit_hit(self) -> bool:
+        try:
+            for line in (self.path / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max" and int(value) > 0:
+                    return True
+        except (OSError, ValueError):
+            pass
+        return False
+
+    def members(self) -> list[int]:
+        try:
+            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def kill(self) -> None:
+        kill_file = self.path / "cgroup.kill"  # cgroup v2: one write kills all
+        if kill_file.exists():
+            try:
+                kill_file.write_text("1")
+            except OSError:
+                pass
+        for _ in range(2):
+            for pid in self.members():
+                _kill(pid)
+
+    def remove(self) -> bool:
+        """rmdir once its members are gone; a cgroup still emptying is
+        retried by the next `create` (or `sweep`)."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self.kill()
+            _PENDING_REMOVAL.add(self.path)
+            return False
+        _PENDING_REMOVAL.discard(self.path)
+        return True
+
+    @staticmethod
+    def sweep(wait_s: float = 0.0) -> None:
+        """Remove cgroups whose members were still exiting; with `wait_s`,
+        keep trying that long (a supervisor about to exit)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for path in list(_PENDING_REMOVAL):
+                PidsCgroup(path).remove()
+            if not _PENDING_REMOVAL or time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
+
+
+def _sweep_dead_owners(base: Path) -> None:
+    """Remove empty evaluation cgroups left by supervisors that died."""
+    global _swept
+    if _swept:
+        return
+    _swept = True
+    for path in base.glob("sage-eval-*"):
+        owner = path.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            try:
+                path.rmdir()
+            except OSError:
+                continue
+
+
+def _pids_cgroup_base() -> Path | None:
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    v1 = v2 = None
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        if parts[2] == "cgroup" and "pids" in parts[3].split(","):
+            v1 = Path(parts[1])
+        elif parts[2] == "cgroup2":
+            v2 = Path(parts[1])
+    for line in own:
+        hid, controllers, path = line.split(":", 2)
+        rel = path.lstrip("/")
+        if v1 is not None and "pids" in controllers.split(","):
+            base = v1 / rel
+            if os.access(base, os.W_OK):
+                return base
+        if v2 is not None and hid == "0" and controllers == "":
+            base = v2 / rel
+            try:
+                if "pids" in (base / "cgroup.subtree_control").read_text().split() and os.access(base, os.W_OK):
+                    return base
+            except OSError:
+                continue
+    return None
+
+
+def _kill(pid: int) -> None:
+    _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class ProcessWatch:
+    """Counts and kills everything one evaluation child started."""
+
+    def __init__(self, leader: int, cgroup: PidsCgroup | None = None, max_tasks: int = MAX_TASKS):
+        self.leader, self.cgroup, self.max_tasks = leader, cgroup, max_tasks
+        self.seen: dict[int, int] = {}  # pid -> start time, so a recycled pid is never killed
+        self.baseline = _machine_tasks()
+
+    def members(self) -> list[ProcInfo]:
+        table = proc_table()
+        ours = {p for p, info in table.items() if info.session == self.leader or p == self.leader}
+        ours |= {p for p, start in self.seen.items() if p in table and table[p].start == start}
+        children: dict[int, list[int]] = {}
+        for info in table.values():
+            children.setdefault(info.ppid, []).append(info.pid)
+        stack = list(ours)
+        while stack:  # descendants that left the session (setsid) are still ours
+            for kid in children.get(stack.pop(), []):
+                if kid not in ours:
+                    ours.add(kid)
+                    stack.append(kid)
+        found = [table[p] for p in ours if not table[p].zombie]
+        for info in found:
+            self.seen[info.pid] = info.start
+        return found
+
+    def task_count(self) -> int:
+        return sum(max(1, p.threads) for p in self.members())
+
+    def over_limit(self) -> bool:
+        if self.cgroup is not None and self.cgroup.limit_hit():
+            return True
+        total = _machine_tasks()
+        if total is None or self.baseline is None:
+            return self.task_count() > self.max_tasks
+        self.baseline = min(self.baseline, total)
+        if total - self.baseline <= self.max_tasks // 2:
+            return False
+        count = self.task_count()
+        if count > self.max_tasks:
+            return True
+        self.baseline = total - count
+        return False
+
+    def kill_all(self) -> None:
+        """SIGKILL everything the child started. Signals only: dying
+        processes are not waited for (a killed process cannot fork again,
+        and waiting on hundreds of exiting torch processes takes seconds)."""
+        try:
+            os.killpg(self.leader, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        # Two passes: the first catches processes that left the process group
+        # (setsid); the second, anything they forked before their SIGKILL.
+        for _ in range(2):
+            for info in self.members():
+                if info.pid != os.getpid():
+                    _kill(info.pid)
+
+
+# ----------------------------------------------------------------- supervision
+
+
+@dataclass
+class Outcome:
+    """What a supervisor saw of one child. `result` is the runner's final
+    report; without it, `killed` or the exit status says what happened."""
+
+    result: dict[str, Any] | None = None
+    exit_code: int | None = None  # negative: killed by that signal
+    killed: str | None = None  # "timeout", "processes", "worker"
+    output_tail: str = ""
+    output_bytes: int = 0
+    wall_s: float = 0.0
+    events: list[dict[str, Any]] = field(default_factory=list)  # case events, kept for partial results
+    forged_lines: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+        return cls(**data)
+
+
+def supervise(
+    leader: int,
+    *,
+    result_fd: int,
+    output_fd: int,
+    timeout_s: float,
+    token: str,
+    watch: ProcessWatch,
+    poll_exit: Callable[[], int | None],
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """Drain the child's pipes until it exits, enforcing the deadline and the
+    task limit. Closes neither fd."""
+    start = time.monotonic()
+    deadline = start + timeout_s
+    outcome = Outcome()
+    tail = TailBuffer()
+    pending = bytearray()
+    sel = selectors.DefaultSelector()
+    for fd in (result_fd, output_fd):
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    dump_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if outcome.killed is None and exited_at is None:
+                if now >= deadline and dump_at is None:
+                    # faulthandler in the child prints where it is stuck; the
+                    # stack lands in the output tail and names the line.
+                    dump_at = now
+                    _signal(leader, signal.SIGUSR1)
+                elif dump_at is not None and now - dump_at >= STACK_DUMP_S:
+                    outcome.killed = "timeout"
+                    watch.kill_all()
+                elif watch.over_limit():
+                    outcome.killed = "processes"
+                    watch.kill_all()
+            wait = POLL_S if exited_at is None else min(POLL_S, 0.01)
+            for key, _ in sel.select(wait) if sel.get_map() else []:
+                try:
+                    data = os.read(key.fd, 1 << 16)
+                except BlockingIOError:
+                    continue
+                if not data:
+                    sel.unregister(key.fd)
+                elif key.fd == output_fd:
+                    tail.add(data)
+                else:
+                    pending += data
+                    _take_lines(pending, token, outcome, on_event)
+            if outcome.exit_code is None:
+                code = poll_exit()
+                if code is not None:
+                    outcome.exit_code = code
+                    exited_at = time.monotonic()
+                    # Whatever the candidate left running in the background goes too.
+                    watch.kill_all()
+            if outcome.killed is not None:
+                # Everything got SIGKILL; it dies on its own (hundreds of
+                # exiting torch processes take seconds) and is reaped later.
+                break
+            if exited_at is not None and (not sel.get_map() or time.monotonic() - exited_at > DRAIN_S):
+                break
+    finally:
+        sel.close()
+        watch.kill_all()
+    if outcome.killed is None and watch.cgroup is not None and watch.cgroup.limit_hit():
+        outcome.killed = "processes"  # it reported, but only after its forks hit pids.max
+    outcome.output_tail = tail.text()
+    outcome.output_bytes = tail.total
+    outcome.wall_s = time.monotonic() - start
+    return outcome
+
+
+def _take_lines(pending: bytearray, token: str, outcome: Outcome, on_event) -> None:
+    while True:
+        nl = pending.find(b"\n")
+        if nl < 0:
+            if len(pending) > RESULT_LINE_MAX:
+                pending.clear()
+                outcome.forged_lines += 1
+            return
+        line = bytes(pending[:nl])
+        del pending[: nl + 1]
+        try:
+            event = json.loads(line)
+        except ValueError:
+            outcome.forged_lines += 1
+            continue
+        if not isinstance(event, dict) or event.pop("token", None) != token:
+            outcome.forged_lines += 1
+            continue
+        if event.get("ev") == "result":
+            if outcome.result is None:
+                outcome.result = event.get("result")
+            continue
+        if event.get("ev") == "case":
+            outcome.events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+
+def exit_code_from_status(status: int) -> int:
+    return os.waitstatus_to_exitcode(status)
+
+
+def reap_orphans() -> None:
+    """A subreaper collects the zombies of orphans it adopted."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def become_subreaper() -> bool:
+    """Orphans of the evaluation child are re-parented to us instead of init,
+    so they stay findable and get reaped. Linux only."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_CHILD_SUBREAPER = 36
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False

@@ -1,0 +1,136 @@
+"""Timing reference and candidate fairly.
+
+Runs inside the sandbox child. Both sides run in the same process with the
+same thread count; after warm-ups they alternate in rounds (ABBA order, so
+neither side always runs second, right after the other warmed the caches),
+until both have at least `min_reps`, and the time budget is spent or
+`max_reps` is reached. Medians and IQR, never a single time: shared machines
+are noisy.
+
+A timer is chosen by name so device backends can time with device events:
+`perf_counter` (host wall clock, the default), `cuda-event`, `npu-event`, or
+`"package.module:factory"` where `factory()` returns a timer.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import statistics
+import time
+from typing import Any, Callable
+
+Timer = Callable[[Callable[[], Any]], float]  # runs fn once, returns seconds
+# A very slow candidate (an interpreter) still stops after this many budgets,
+# with at least three repetitions.
+HARD_CAP_BUDGETS = 5.0
+
+
+def perf_counter_timer(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def event_timer(device: str) -> Timer:
+    """Device-event timing for `torch.cuda` / `torch.npu` style modules."""
+    import torch
+
+    mod = getattr(torch, device)
+
+    def timer(fn: Callable[[], Any]) -> float:
+        start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0
+
+    return timer
+
+
+TIMERS: dict[str, Callable[[], Timer]] = {
+    "perf_counter": lambda: perf_counter_timer,
+    "cuda-event": lambda: event_timer("cuda"),
+    "npu-event": lambda: event_timer("npu"),
+}
+
+
+def get_timer(name: str) -> Timer:
+    if name in TIMERS:
+        return TIMERS[name]()
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        return getattr(importlib.import_module(module), attr)()
+    raise ValueError(f"unknown timer {name!r}; known: {', '.join(TIMERS)} or 'module:factory'")
+
+
+def stats(samples_s: list[float]) -> dict[str, float | int]:
+    """TimingStats fields (milliseconds) from raw samples in seconds."""
+    if not samples_s:
+        raise ValueError("no timing samples")
+    ms = sorted(s * 1000.0 for s in samples_s)
+    if len(ms) >= 4:
+        q = statistics.quantiles(ms, n=4, method="inclusive")
+        iqr = q[2] - q[0]
+    else:
+        iqr = ms[-1] - ms[0]
+    return {
+        "median_ms": statistics.median(ms),
+        "iqr_ms": iqr,
+        "mean_ms": statistics.fmean(ms),
+        "min_ms": ms[0],
+        "reps": len(ms),
+    }
+
+
+def measure_alternating(
+    reference: Callable[[], Any],
+    candidate: Callable[[], Any],
+    *,
+    timer: Timer = perf_counter_timer,
+    warmup: int = 3,
+    min_reps: int = 10,
+    max_reps: int = 200,
+    budget_s: float = 2.0,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[float], list[float]]:
+    """Raw samples (seconds) for reference and candidate. `budget_s` is per
+    side: the loop stops once both sides together used twice that."""
+    for _ in range(warmup):
+        reference()
+        candidate()
+    ref_s: list[float] = []
+    cand_s: list[float] = []
+    gc.collect()
+    gc_was_enabled = gc.isenabled()
+    # A collection in the middle of one side's call would be charged to it.
+    gc.disable()
+    try:
+        start = clock()
+        rounds = 0
+        while True:
+            if rounds % 2 == 0:
+                ref_s.append(timer(reference))
+                cand_s.append(timer(candidate))
+            else:
+                cand_s.append(timer(candidate))
+                ref_s.append(timer(reference))
+            rounds += 1
+            elapsed = clock() - start
+            if rounds >= max_reps:
+                break
+            if rounds >= min_reps and elapsed >= 2 * budget_s:
+                break
+            if rounds >= 3 and elapsed >= 2 * budget_s * HARD_CAP_BUDGETS:
+                break
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return ref_s, cand_s
+
+
+def speedup(reference_median_ms: float, candidate_median_ms: float) -> float | None:
+    if candidate_median_ms <= 0:
+        return None
+    return reference_median_ms / candidate_median_ms

@@ -1,0 +1,82 @@
+"""The cuda backend. On a GPU host the `real_gpu` tests run a Triton and a
+PyTorch candidate for real; elsewhere they skip. The control-flow tests use a
+TEST DOUBLE (tests/evaluation/backends/doubles/cuda/sitecustomize.py) that
+maps the `cuda` device to the CPU in the evaluation children; they measure
+nothing on a GPU."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sage_engine.config import Config
+from sage_engine.errors import BackendUnavailable
+from sage_engine.evaluation.backends.cuda import CudaBackend
+from sage_engine.evaluation.tasks import load_task
+
+from backend_support import SUITE
+
+DOUBLES = Path(__file__).parent / "doubles"
+GELU = SUITE / "gelu"
+
+
+def device_config(tmp_path: Path) -> Config:
+    return Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=1,
+                  timing_budget_s=0.1, timing_min_reps=4, timing_max_reps=20, timing_warmup=1)
+
+
+def gpu_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+real_gpu = pytest.mark.skipif("not gpu_available()", reason="torch.cuda.is_available() is False: no GPU here")
+
+
+@pytest.fixture
+def cuda_double(monkeypatch, tmp_path):
+    paths = [str(DOUBLES / "cuda"), str(DOUBLES), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    backend = CudaBackend(device_config(tmp_path))
+    yield backend
+    backend.close()
+
+
+@pytest.mark.skipif("gpu_available()", reason="a GPU is present; the refusal path cannot be shown here")
+def test_without_a_gpu_the_backend_refuses_with_a_reason(tmp_path):
+    backend = CudaBackend(device_config(tmp_path))
+    status = backend.status()
+    assert not status.ready and "is_available() is False" in status.reason
+    assert "CUDA build of torch" in status.setup
+    with pytest.raises(BackendUnavailable, match="cuda"):
+        backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+
+
+@pytest.mark.slow
+def test_double_runs_the_whole_cuda_path_and_names_the_device(cuda_double):
+    status = cuda_double.status()
+    assert status.ready and status.hardware == "NVIDIA H200 (test double on CPU)"
+    result = cuda_double.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+    assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
+    assert result.backend == "cuda" and result.hardware == "NVIDIA H200 (test double on CPU)"
+    assert result.timing_representative and result.speedup and result.speedup > 0
+    assert result.compile_info["timer"].endswith("device_child:cuda_timer")
+    assert "device_time_us" not in result.compile_info  # the profiler path is NPU-only
+
+
+@real_gpu
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id,solution", [("softmax", "triton_softmax.py"), ("gelu", "cpu_erf.py")])
+def test_real_gpu_checks_and_times_a_candidate(tmp_path, task_id, solution):
+    backend = CudaBackend(device_config(tmp_path))
+    try:
+        result = backend.evaluate(load_task(SUITE / task_id), (SUITE / task_id / "solutions" / solution).read_text(),
+                                  trials=2)
+    finally:
+        backend.close()
+    assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
+    assert "test double" not in result.hardware
+    assert result.candidate_timing and result.candidate_timing.reps >= 4

@@ -1,0 +1,34 @@
+"""Every deliberately cheating candidate in cheats/ is caught."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.evaluation.conftest import CHEATS, fixture_task
+
+CHEAT_FILES = sorted(CHEATS.glob("*.py"))
+
+
+def _header(path: Path) -> tuple[str, str]:
+    text = path.read_text()
+    task = re.search(r"^task: (\S+)$", text, re.MULTILINE)
+    expect = re.search(r"^expect: (rejected|incorrect)$", text, re.MULTILINE)
+    assert task and expect, f"{path.name} must say 'task:' and 'expect:' in its docstring"
+    return task.group(1), expect.group(1)
+
+
+def test_the_cheat_folder_covers_the_known_tricks():
+    assert len(CHEAT_FILES) >= 8
+
+
+@pytest.mark.parametrize("path", CHEAT_FILES, ids=lambda p: p.stem)
+def test_cheating_candidate_is_caught(harness, path: Path):
+    task_id, expected = _header(path)
+    result = harness.evaluate(fixture_task(task_id), path.read_text())
+    assert result.status == expected, (result.status, result.message)
+    assert not result.correct and result.speedup is None
+    if expected == "rejected":
+        assert any(d.category == "cheat" for d in result.diagnostics), result.diagnostics

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+import torch
+
+from sage_engine.evaluation.correctness import as_output_list, compare_outputs, tolerance_for
+
+
+def test_close_float32_outputs_pass_and_report_errors():
+    ref = torch.randn(4, 5)
+    result = compare_outputs([ref], [ref + 1e-6], mode="kernelbench")
+    assert result.ok and 0 < result.max_abs_error < 1e-5
+
+
+def test_mismatch_names_the_first_bad_index_and_values():
+    ref = torch.zeros(3, 4)
+    cand = ref.clone()
+    cand[1, 2] = 0.5
+    result = compare_outputs([ref], [cand], mode="kernelbench")
+    assert not result.ok
+    assert "index (1, 2)" in result.message and "got 0.5" in result.message
+    assert result.max_abs_error == 0.5
+
+
+def test_shape_and_dtype_must_match():
+    ref = torch.zeros(2, 3)
+    assert "shape" in compare_outputs([ref], [torch.zeros(3, 2)], mode="kernelbench").message
+    assert "dtype" in compare_outputs([ref], [ref.double()], mode="kernelbench").message
+
+
+def test_non_finite_candidate_fails_where_reference_is_finite():
+    ref = torch.ones(4)
+    cand = ref.clone()
+    cand[2] = float("nan")
+    result = compare_outputs([ref], [cand], mode="kernelbench")
+    assert not result.ok and "non-finite" in result.message
+
+
+def test_matching_nan_and_inf_positions_pass():
+    ref = torch.tensor([1.0, float("nan"), float("inf")])
+    assert compare_outputs([ref], [ref.clone()], mode="kernelbench").ok
+
+
+def test_fp16_gets_a_looser_tolerance_than_fp32():
+    assert tolerance_for(torch.float16, "kernelbench") == (1e-2, 1e-2)
+    assert tolerance_for(torch.float32, "kernelbench") == (1e-4, 1e-4)
+    assert tolerance_for(torch.int32, "kernelbench") is None
+
+
+def test_npukernelbench_fails_only_when_both_abs_and_rel_errors_are_large():
+    ref = torch.tensor([1000.0, 1e-6])
+    # 0.5 abs error on 1000 is 5e-4 relative: fine in npukernelbench mode, not in kernelbench mode.
+    cand = ref + torch.tensor([0.5, 0.0])
+    assert compare_outputs([ref], [cand], mode="npukernelbench").ok
+    assert not compare_outputs([ref], [cand], mode="kernelbench").ok
+    # tiny reference, abs error 5e-3 (> 1e-3) and rel error huge: fails.
+    cand = ref + torch.tensor([0.0, 5e-3])
+    assert not compare_outputs([ref], [cand], mode="npukernelbench").ok
+
+
+def test_task_override_replaces_the_default_tolerance():
+    ref = torch.zeros(3)
+    cand = ref + 5e-4
+    assert not compare_outputs([ref], [cand], mode="kernelbench").ok
+    assert compare_outputs([ref], [cand], mode="kernelbench", override={"float32": {"atol": 1e-3}}).ok
+
+
+def test_integer_outputs_compare_exactly():
+    ref = torch.tensor([1, 2, 3])
+    result = compare_outputs([ref], [torch.tensor([1, 2, 4])], mode="kernelbench")
+    assert not result.ok and "exact" in result.message
+
+
+def test_tuples_of_outputs_are_compared_one_by_one():
+    a, b = torch.ones(2), torch.zeros(2)
+    assert as_output_list((a, (b,))) == [a, b]
+    result = compare_outputs([a, b], [a, a], mode="kernelbench")
+    assert not result.ok and result.message.startswith("output 1")
+    assert "expected 2 output(s), got 1" in compare_outputs([a, b], [a], mode="kernelbench").message

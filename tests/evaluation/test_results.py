@@ -1,0 +1,60 @@
+"""Mapping what the supervisor saw to statuses, and compiler output to lines."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from sage_engine.evaluation.diagnostics import compiler_errors
+from sage_engine.evaluation.results import from_outcome
+from sage_engine.evaluation.sandbox import Outcome, TailBuffer
+
+BASE = {"task": "t", "backend": "cpu", "hardware": "x86_64-avx2", "candidate_hash": "0" * 16}
+
+
+def status_of(outcome: Outcome) -> tuple[str, str]:
+    result = from_outcome(outcome, base=BASE, timeout_s=5, max_tasks=128, timing_representative=True,
+                          suspicious_speedup=20.0, last_progress="checking case 1/1")
+    return result.status, result.message
+
+
+def test_no_report_is_never_a_pass_whatever_the_exit_code():
+    assert status_of(Outcome(exit_code=0))[0] == "crashed"
+
+
+def test_cpu_time_signal_is_a_timeout_and_sigkill_suggests_memory():
+    assert status_of(Outcome(exit_code=-signal.SIGXCPU))[0] == "timeout"
+    status, message = status_of(Outcome(exit_code=-signal.SIGKILL))
+    assert status == "crashed" and "out-of-memory" in message
+
+
+def test_a_report_that_comes_with_too_many_processes_is_still_crashed():
+    outcome = Outcome(result={"status": "correct"}, killed="processes")
+    assert status_of(outcome)[0] == "crashed"
+
+
+def test_timeout_says_how_far_correctness_got():
+    events = [{"ev": "case", "case_result": {"case": {}, "trial": 0, "ok": True}}]
+    status, message = status_of(Outcome(killed="timeout", events=events))
+    assert status == "timeout" and "while checking case 1/1" in message and "1 correctness trial" in message
+
+
+def test_tail_buffer_keeps_the_end_and_counts_the_rest():
+    tail = TailBuffer(cap=10)
+    for _ in range(100):
+        tail.add(b"0123456789")
+    assert tail.total == 1000 and tail.text().endswith("0123456789") and "990 earlier bytes" in tail.text()
+
+
+def test_compiler_error_maps_to_the_line_of_the_python_string(tmp_path: Path):
+    source = 'import torch\n\nSRC = r"""\nint f(int a) {\n    return a + missing;\n}\n"""\n'
+    generated = tmp_path / "main.cpp"
+    generated.write_text("#include <torch/extension.h>\n\nint f(int a) {\n    return a + missing;\n}\n")
+    log = f"{generated}:4:16: error: 'missing' was not declared in this scope\n"
+    (diag,) = compiler_errors(log, source, fallback_line=99)
+    assert diag["line"] == 5 and diag["column"] == 16 and "missing" in diag["message"]
+
+
+def test_unmappable_compiler_error_falls_back_to_the_load_inline_line(tmp_path: Path):
+    (diag,) = compiler_errors(f"{tmp_path}/gone.cpp:3:1: error: boom\n", "x = 1\n", fallback_line=7)
+    assert diag["line"] == 7

@@ -1,0 +1,179 @@
+"""A candidate that crashes, hangs, hogs memory, forks, exits or floods
+output gets a result, and the same Harness then serves a good candidate."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sage_engine.evaluation import sandbox
+from sage_engine.evaluation.harness import Harness
+from sage_engine.evaluation.pool import Launch
+
+from tests.evaluation.conftest import FIXTURE_TASKS, fast_config, fixture_task
+
+SHORT_TIMEOUT_S = 5.0
+HEAD = "import ctypes\nimport os\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+GOOD = (FIXTURE_TASKS / "relu" / "solutions" / "cpu_clamp.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def short(eval_cache: Path):
+    with Harness(fast_config(eval_cache, eval_timeout_s=SHORT_TIMEOUT_S, eval_memory_mb=2048)) as h:
+        yield h
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return fixture_task("relu")
+
+
+def still_serves(harness: Harness, relu) -> None:
+    result = harness.evaluate(relu, GOOD)
+    assert result.status == "correct", result.message
+
+
+def body(*lines: str) -> str:
+    return HEAD + "".join(f"        {line}\n" for line in lines)
+
+
+def test_segfaulting_candidate_returns_crashed_at_its_line(short, relu):
+    result = short.evaluate(relu, body("ctypes.string_at(0)", "return x"))
+    assert result.status == "crashed" and "SIGSEGV" in result.message
+    assert result.diagnostics[0].line == 9
+    still_serves(short, relu)
+
+
+def test_endless_loop_returns_timeout_naming_the_stuck_line(short, relu):
+    start = time.monotonic()
+    result = short.evaluate(relu, body("while True:", "    pass"))
+    assert result.status == "timeout"
+    assert time.monotonic() - start < SHORT_TIMEOUT_S + 10
+    assert result.diagnostics[0].line in (9, 10)
+    still_serves(short, relu)
+
+
+def test_memory_hungry_candidate_hits_the_memory_limit(short, relu):
+    result = short.evaluate(relu, body("keep = []", "while True:", "    keep.append(torch.empty(64 * 2**20))"))
+    assert result.status == "runtime_error", result.message
+    assert result.diagnostics[0].category == "memory" and result.diagnostics[0].line == 11
+    still_serves(short, relu)
+
+
+def _live_descendants(root: int) -> list[int]:
+    table = sandbox.proc_table()
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        for info in table.values():
+            if info.ppid == parent:
+                frontier.append(info.pid)
+                if not info.zombie:
+                    found.append(info.pid)
+    return found
+
+
+@pytest.mark.slow
+def test_fork_bomb_is_killed_whole_and_reported_as_crashed(short, relu):
+    result = short.evaluate(relu, body("while True:", "    os.fork()"))
+    assert result.status == "crashed" and "processes" in result.message, result.message
+    (worker,) = short.pool.worker_pids()
+    deadline = time.monotonic() + 60
+    while _live_descendants(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)  # SIGKILLed processes finish exiting in the background
+    assert _live_descendants(worker) == []
+    still_serves(short, relu)
+
+
+@pytest.mark.slow
+def test_fork_bomb_is_contained_by_the_process_watch_alone(eval_cache, relu, monkeypatch):
+    # Cold path, supervised in this process, with the pids cgroup layer turned
+    # off: the session-wide task count has to catch it.
+    monkeypatch.setattr(sandbox.PidsCgroup, "create", classmethod(lambda cls, max_tasks: None))
+    with Harness(fast_config(eval_cache, warm_pool=False, eval_timeout_s=30.0)) as cold:
+        start = time.monotonic()
+        result = cold.evaluate(relu, body("while True:", "    try:", "        os.fork()",
+                                          "    except OSError:", "        pass"))
+        assert result.status == "crashed" and "processes" in result.message, result.message
+        assert time.monotonic() - start < 30
+
+
+def test_os_exit_returns_crashed(short, relu):
+    result = short.evaluate(relu, body("os._exit(0)"))
+    assert result.status == "crashed" and "before reporting a result" in result.message
+    still_serves(short, relu)
+
+
+def test_megabytes_of_output_keep_only_a_bounded_tail(short, relu):
+    source = "print('x' * 30_000_000)\n" + GOOD
+    result = short.evaluate(relu, source)
+    assert result.status == "correct"
+    assert len(result.stdout_tail) < 4100 and result.stdout_tail.endswith("x" * 100 + "\n")
+    assert result.stdout_tail.startswith("[... 2999")  # 30 MB less the kept tail
+
+
+def test_candidate_that_kills_its_worker_gets_crashed_and_a_new_worker(short, relu):
+    result = short.evaluate(relu, body("ctypes.CDLL(None).kill(os.getppid(), 9)", "return x"))
+    assert result.status == "crashed" and "worker" in result.message
+    still_serves(short, relu)
+
+
+def test_dead_worker_is_restarted_by_the_next_evaluation(short, relu):
+    still_serves(short, relu)
+    (worker,) = short.pool.worker_pids()
+    os.kill(worker, 9)
+    still_serves(short, relu)
+    assert short.pool.worker_pids() != [worker]
+
+
+CHECK_ENV = GOOD.replace(
+    "        return torch.clamp(x, min=0.0)",
+    "        leaked = [k for k in os.environ if 'TOKEN' in k or k.startswith('ANTHROPIC_')]\n"
+    "        if leaked:\n"
+    "            raise RuntimeError(f'secrets leaked: {leaked}')\n"
+    "        if not os.path.basename(os.getcwd()).startswith('sage-eval-'):\n"
+    "            raise RuntimeError(f'cwd is {os.getcwd()}')\n"
+    "        if torch.get_num_threads() != 1:\n"
+    "            raise RuntimeError(f'{torch.get_num_threads()} threads')\n"
+    "        return torch.clamp(x, min=0.0)",
+).replace("import torch\n", "import os\nimport torch\n", 1)
+
+
+def test_child_environment_drops_secrets_and_pins_threads(monkeypatch):
+    monkeypatch.setenv("SAGE_TEST_GITHUB_TOKEN", "t0ken")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://example.invalid")
+    monkeypatch.setenv("MY_PASSWORD_FILE", "/x")
+    env = Launch().environment(threads=3)
+    assert not {"SAGE_TEST_GITHUB_TOKEN", "ANTHROPIC_BASE_URL", "MY_PASSWORD_FILE"} & set(env)
+    assert env["OMP_NUM_THREADS"] == "3" and "PATH" in env
+
+
+def test_warm_child_runs_in_its_own_dir_with_the_configured_threads(short, relu):
+    result = short.evaluate(relu, CHECK_ENV)
+    assert result.status == "correct", result.message
+
+
+def test_cold_child_sees_no_secrets(eval_cache, relu, monkeypatch):
+    monkeypatch.setenv("SAGE_TEST_GITHUB_TOKEN", "t0ken")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://example.invalid")
+    with Harness(fast_config(eval_cache, warm_pool=False)) as cold:
+        result = cold.evaluate(relu, CHECK_ENV)
+    assert result.status == "correct", result.message
+
+
+def test_an_interpreter_that_cannot_start_gives_a_crashed_result(eval_cache, relu):
+    from sage_engine.evaluation.backends.cpu import CpuBackend
+
+    class MissingPython(CpuBackend):
+        def launch(self) -> Launch:
+            return Launch(python=str(eval_cache / "no-such-python"))
+
+    backend = MissingPython(fast_config(eval_cache))
+    try:
+        result = backend.evaluate(relu, GOOD, trials=1)
+    finally:
+        backend.close()
+    assert result.status == "crashed" and "cannot start" in result.stdout_tail
