@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from sage_engine.config import Config
-from sage_engine.errors import BackendUnavailable, InvalidInput, NotFound, SageError
+from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
 from sage_engine.memory import episodes, items, rulebook
 from sage_engine.memory.consolidation import DeterministicAbstractor, RuleAbstractor
 from sage_engine.memory.embeddings import DenseIndex, load_embedder

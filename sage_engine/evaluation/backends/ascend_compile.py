@@ -155,19 +155,10 @@ class AscendCompileBackend(SandboxBackend):
             raise InvalidInput(f"chip {self.config.chip!r} is not a target of the Ascend compile gate; "
                                f"set SAGE_CHIP to one of {', '.join(chips)}")
         report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        report(0, "static checks")
-        early = self.static_check(task, source)
-        if early is not None:
-            report.finish(early.status)
-            return early
-        base = self.base_fields(task, source)
-        request = self.build_request(task, source, trials)
-        outcome = self.pool.run(request, self.launch(), report.on_event)
-        first = results.from_outcome(
-            outcome, base=base, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
-            timing_representative=False, suspicious_speedup=self.config.suspicious_speedup,
-            last_progress=report.last_message,
-        )
+        first, outcome = self.run_sandbox(task, source, trials, report)
+        if outcome is None:
+            report.finish(first.status)
+            return first
         launches = (outcome.result or {}).get("launches") or []
         info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):

@@ -149,22 +149,30 @@ class SandboxBackend(Backend):
             "limits": {"memory_mb": c.eval_memory_mb, "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS},
         }
 
-    def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
-    ) -> EvalResult:
-        report = _ProgressRelay(progress, total=2 + len(task.case_rows) + (1 if self.timing_options() else 0))
+    def progress_steps(self, task: Task) -> int:
+        return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
+
+    def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay") -> tuple[EvalResult, Any]:
+        """Static checks, then the candidate in the sandbox child. Returns the
+        result and the child's raw outcome (None when the static checks
+        decided), so a backend can add what its child reported."""
         report(0, "running static checks")
         early = self.static_check(task, source)
         if early is not None:
-            report.finish(early.status)
-            return early
-        request = self.build_request(task, source, trials)
-        outcome = self.pool.run(request, self.launch(), report.on_event)
+            return early, None
+        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event)
         result = results.from_outcome(
             outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
             max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
             suspicious_speedup=self.config.suspicious_speedup, last_progress=report.last_message,
         )
+        return result, outcome
+
+    def evaluate(
+        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
+    ) -> EvalResult:
+        report = _ProgressRelay(progress, total=self.progress_steps(task))
+        result, _ = self.run_sandbox(task, source, trials, report)
         report.finish(result.status)
         return result
 

@@ -15,10 +15,8 @@ import sys
 from typing import Any, ClassVar
 
 from sage_engine.errors import BackendUnavailable
-from sage_engine.evaluation import results
 from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
 from sage_engine.evaluation.pool import Launch
-from sage_engine.evaluation.sandbox import MAX_TASKS
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, EvalResult
 
@@ -104,18 +102,10 @@ class DeviceBackend(SandboxBackend):
         if not status.ready:
             raise BackendUnavailable(f"backend {self.name!r} is unavailable: {status.reason}. {status.setup}")
         report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        report(0, "static checks")
-        early = self.static_check(task, source)
-        if early is not None:
-            report.finish(early.status)
-            return early
-        base = self.base_fields(task, source)
-        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event)
-        result = results.from_outcome(
-            outcome, base=base, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
-            timing_representative=True, suspicious_speedup=self.config.suspicious_speedup,
-            last_progress=report.last_message,
-        )
+        result, outcome = self.run_sandbox(task, source, trials, report)
+        if outcome is None:
+            report.finish(result.status)
+            return result
         report_ = outcome.result or {}
         update: dict[str, Any] = {}
         if report_.get("device_name"):

@@ -32,31 +32,12 @@ PROFILE_WARMUP = 3
 PROFILE_ACTIVE = 20
 
 
-def flushing_event_timer(module_name: str, flush_mb: int) -> timing.Timer:
-    import torch
-
-    mod = getattr(torch, module_name)
-    # Allocated on the host and moved: the same call works on every device module.
-    flush = torch.empty(flush_mb << 20, dtype=torch.int8).to(module_name)
-
-    def timer(fn: Callable[[], Any]) -> float:
-        flush.zero_()
-        start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000.0
-
-    return timer
-
-
 def npu_timer() -> timing.Timer:
-    return flushing_event_timer("npu", NPU_FLUSH_MB)
+    return timing.event_timer("npu", NPU_FLUSH_MB)
 
 
 def cuda_timer() -> timing.Timer:
-    return flushing_event_timer("cuda", CUDA_FLUSH_MB)
+    return timing.event_timer("cuda", CUDA_FLUSH_MB)
 
 
 def device_name(device: str) -> str | None:
