@@ -8,7 +8,6 @@ import asyncio
 import functools
 import logging
 import os
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -236,9 +235,6 @@ class SageLanguageServer(LanguageServer):
             finally:
                 if self.running.get(doc.uri) is not None and self.running[doc.uri].future is future:
                     del self.running[doc.uri]
-        if result.created_at is None:
-            # Engine.evaluate returns the result as run; the stored copy has the time.
-            result = result.model_copy(update={"created_at": time.time()})
         self.attempts[doc.uri] = result
         self.seen_attempts[doc.uri] = result.attempt_id
         current = self.workspace.get_text_document(doc.uri)
