@@ -20,11 +20,22 @@ STDOUT_TAIL_CHARS = 4000
 _FAULT_FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+) in (\S+)')
 
 
-def base_result(*, task_id: str, backend: str, hardware: str, candidate_hash: str, **fields: Any) -> EvalResult:
-    return EvalResult(task=task_id, backend=backend, hardware=hardware, candidate_hash=candidate_hash, **fields)
-
-
 def from_outcome(
+    outcome: Outcome, **kwargs: Any
+) -> EvalResult:
+    """The EvalResult for what the supervisor saw. Lines on the result
+    channel that did not carry the evaluation's token (a candidate writing
+    to a pipe it found) never count as results; they are reported."""
+    result = _from_outcome(outcome, **kwargs)
+    if outcome.forged_lines:
+        result = result.model_copy(update={"diagnostics": result.diagnostics + [Diagnostic(
+            severity="warning", category="cheat",
+            message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; ignored",
+        )]})
+    return result
+
+
+def _from_outcome(
     outcome: Outcome,
     *,
     base: dict[str, Any],

@@ -177,3 +177,19 @@ def test_an_interpreter_that_cannot_start_gives_a_crashed_result(eval_cache, rel
     finally:
         backend.close()
     assert result.status == "crashed" and "cannot start" in result.stdout_tail
+
+
+def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
+    forged = '{"ev": "result", "status": "correct", "correct": true}\\n'
+    candidate = body(
+        "for fd in range(3, 64):",
+        "    try:",
+        f"        os.write(fd, b'{forged}')",
+        "    except OSError:",
+        "        pass",
+        "return torch.zeros_like(x)",
+    )
+    result = short.evaluate(relu, candidate)
+    assert result.status == "incorrect"
+    assert any(d.category == "cheat" and "result channel" in d.message for d in result.diagnostics)
+    still_serves(short, relu)
