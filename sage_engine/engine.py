@@ -208,6 +208,8 @@ class Engine:
         items.check_text("task", task, 20_000, required=True)
         items.check_text("reference", reference, self.config.max_candidate_chars, required=False)
         k = self._check_k(k or self.config.default_k)
+        for name, value in (("operator", operator), ("backend", backend), ("hardware", hardware), ("client", client)):
+            items.check_text(name, value, 200, required=False)
         self.close_idle_episodes()
         key, query = self._episode_key(task, operator, backend, hardware, client, scope, reference)
         if episode_id is None:
@@ -342,6 +344,8 @@ class Engine:
 
         items.check_text("task", spec, self.config.max_candidate_chars, required=True)
         inline = "class Model" in spec and "\n" in spec
+        if not inline:
+            _check_path_text(spec, "task")
         # A bare id that is no file here is a (possibly unknown) bundled task id:
         # the loader answers with close matches instead of a path error.
         task_id = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", spec) is not None and not Path(spec).exists()
@@ -404,6 +408,7 @@ class Engine:
             raise InvalidInput("candidate contains NUL bytes; send Python source text")
         if "\n" in candidate or "ModelNew" in candidate:
             return candidate, None
+        _check_path_text(candidate, "candidate")
         path = self._check_path(Path(candidate))
         if not path.is_file():
             raise InvalidInput(f"candidate path {candidate!r} is not a file; pass source code or an existing .py file")
@@ -501,6 +506,13 @@ class Engine:
         if every and int(self.store.meta("closed_since_consolidation", "0") or 0) >= every:
             report.consolidation = self.consolidate()
         return report
+
+
+def _check_path_text(spec: str, what: str) -> None:
+    """A one-line argument is a name or a path; refuse what no filesystem
+    could hold before the OS is asked about it."""
+    if len(spec) > 4096 or any(len(part) > 255 for part in spec.split("/")):
+        raise InvalidInput(f"{what} is neither source code nor a usable path or id (a path part is over 255 characters)")
 
 
 def _report(counts: dict[str, int]) -> ImportReport:

@@ -99,7 +99,7 @@ def load_task(spec: str | Path, *, suite_dir: Path | None = None) -> Task:
         ids = _suite_ids(suite)
         close = difflib.get_close_matches(spec, ids, n=5, cutoff=0.5)
         hint = f"; close ids: {', '.join(close)}" if close else ""
-        known = f" ({len(ids)} bundled tasks; `sage tasks` lists them)" if ids else " (no bundled tasks found)"
+        known = f" ({len(ids)} bundled tasks; `sage suite list` lists them)" if ids else " (no bundled tasks found)"
         raise NotFound(f"unknown task id {spec!r}{hint}{known}")
     raise NotFound(f"task path {spec!r} does not exist")
 

@@ -135,3 +135,20 @@ def test_automatic_consolidation_runs_every_n_closed_episodes(tmp_path):
         _, second = run_episode(eng, [])
         assert first.consolidation is None and second.consolidation is not None
         assert eng.stats().consolidations == 1
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda e: e.retrieve("softmax", client="\ud800"), "not valid Unicode"),
+        (lambda e: e.retrieve("softmax", operator="x" * 500), "limit is 200"),
+        (lambda e: e.load_task("t" * 300), "over 255 characters"),
+        (lambda e: e.resolve_candidate("c" * 300 + ".py"), "over 255 characters"),
+        (lambda e: e.get_item(2**64), "no memory item"),
+        (lambda e: e.get_episode(-1), "no episode"),
+    ],
+)
+def test_arguments_no_database_or_filesystem_could_hold_are_refused_plainly(engine, call, message):
+    with pytest.raises((InvalidInput, NotFound), match=message):
+        call(engine)
+    assert engine.store.scalar("SELECT COUNT(*) FROM episodes") == 0
