@@ -503,7 +503,7 @@ class Engine:
     def _close(self, episode_id: int) -> AdoptionReport:
         report = episodes.close_and_credit(self.store, self.config, episode_id)
         every = self.config.auto_consolidate_every
-        if every and int(self.store.meta("closed_since_consolidation", "0") or 0) >= every:
+        if every and episodes.closed_since_consolidation(self.store) >= every:
             report.consolidation = self.consolidate()
         return report
 

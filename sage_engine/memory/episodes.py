@@ -238,9 +238,16 @@ def close_and_credit(store: Store, config: Config, episode_id: int) -> AdoptionR
             "UPDATE episodes SET status = 'closed', reward = ?, reward_parts = ?, closed_at = ?, last_activity = ? WHERE id = ?",
             (reward, json.dumps(parts), now, now, episode_id),
         )
-        closed = int(store.meta("closed_since_consolidation", "0") or 0) + 1
-        store.set_meta("closed_since_consolidation", str(closed))
     return AdoptionReport(episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True)
+
+
+def closed_since_consolidation(store: Store) -> int:
+    """Episodes closed after the latest standing consolidation (derived, so
+    a reverted consolidation or a restored backup needs no counter fix-up)."""
+    return store.scalar(
+        "SELECT COUNT(*) FROM episodes WHERE status = 'closed' AND closed_at > "
+        "COALESCE((SELECT MAX(created_at) FROM consolidations WHERE reverted_at IS NULL), 0)"
+    )
 
 
 def summary(store: Store, row) -> EpisodeSummary:

@@ -113,7 +113,6 @@ def consolidate(
                            (now, "{}", json.dumps(snapshot)))
         report.consolidation_id = cur.lastrowid
         conn.execute("UPDATE consolidations SET report = ? WHERE id = ?", (report.model_dump_json(), cur.lastrowid))
-        store.set_meta("closed_since_consolidation", "0")
         step(3, 3, f"rulebook has {len(report.rulebook)} rules, {report.tokens} tokens")
         log.info("consolidation %s: promoted %s demoted %s", report.consolidation_id, promoted, demoted)
         return report
