@@ -40,6 +40,7 @@ from sage_engine.models import (
     RetrievalResult,
     ScoredItem,
     TaskSummary,
+    UtilityUpdate,
 )
 
 if TYPE_CHECKING:
@@ -197,6 +198,18 @@ class Engine:
 
     def import_starter(self) -> ImportReport:
         return self.import_jsonl(STARTER)
+
+    def init(self, *, starter: bool = True) -> ImportReport | None:
+        """Import the starter memory once per database; None if already done."""
+        if not starter or self.store.meta("starter_imported") is not None:
+            return None
+        report = self.import_starter()
+        self.store.set_meta("starter_imported", "1")
+        return report
+
+    def utility_history(self, item_id: int) -> list[UtilityUpdate]:
+        self.store.item(item_id)  # NotFound for an unknown id
+        return episodes.utility_log(self.store, "item_id = ?", item_id)
 
     # ---------------------------------------------------------------- episodes
 

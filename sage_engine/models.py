@@ -155,6 +155,8 @@ class Lesson(_Model):
 
 class UtilityUpdate(_Model):
     item_id: int
+    episode_id: int | None = None
+    strategy: str | None = None
     adopted: bool
     before: float
     after: float

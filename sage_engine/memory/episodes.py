@@ -231,7 +231,8 @@ def close_and_credit(store: Store, config: Config, episode_id: int) -> AdoptionR
                     (item_id, episode_id, int(is_adopted), it["utility"], after, target, eta,
                      config.credit_strategy, f"{utility.RULE_VERSION}/{config.reward_mode}", now),
                 )
-                updates.append(UtilityUpdate(item_id=item_id, adopted=is_adopted, before=it["utility"], after=after, target=target, eta=eta))
+                updates.append(UtilityUpdate(item_id=item_id, episode_id=episode_id, strategy=config.credit_strategy,
+                                             adopted=is_adopted, before=it["utility"], after=after, target=target, eta=eta))
             sets = ", ".join(f"{k} = ?" for k in fields)
             conn.execute(f"UPDATE items SET {sets} WHERE id = ?", (*fields.values(), item_id))
         conn.execute(
@@ -248,6 +249,13 @@ def closed_since_consolidation(store: Store) -> int:
         "SELECT COUNT(*) FROM episodes WHERE status = 'closed' AND closed_at > "
         "COALESCE((SELECT MAX(created_at) FROM consolidations WHERE reverted_at IS NULL), 0)"
     )
+
+
+def utility_log(store: Store, where: str, value: int) -> list[UtilityUpdate]:
+    rows = store.query(f"SELECT * FROM utility_log WHERE {where} ORDER BY id", (value,))
+    return [UtilityUpdate(item_id=r["item_id"], episode_id=r["episode_id"], strategy=r["strategy"],
+                          adopted=bool(r["adopted"]), before=r["before"], after=r["after"],
+                          target=r["target"], eta=r["eta"]) for r in rows]
 
 
 def summary(store: Store, row) -> EpisodeSummary:
@@ -279,8 +287,6 @@ def detail(store: Store, episode_id: int) -> EpisodeDetail:
         ids = [x["item_id"] for x in store.query("SELECT item_id FROM adoptions WHERE attempt_id = ?", (r["id"],))]
         attempts.append(AttemptSummary(id=r["id"], status=r["status"], speedup=r["speedup"], candidate_ms=r["candidate_ms"],
                                        candidate_hash=r["candidate_hash"], adopted_ids=ids, created_at=r["created_at"]))
-    updates = [UtilityUpdate(item_id=r["item_id"], adopted=bool(r["adopted"]), before=r["before"], after=r["after"],
-                             target=r["target"], eta=r["eta"])
-               for r in store.query("SELECT * FROM utility_log WHERE episode_id = ? ORDER BY id", (episode_id,))]
+    updates = utility_log(store, "episode_id = ?", episode_id)
     base = summary(store, row)
     return EpisodeDetail(**base.model_dump(), shown=shown, adopted=adopted, attempt_list=attempts, updates=updates)

@@ -31,10 +31,7 @@ def _short(text: str, n: int = 70) -> str:
 def init(state: State, starter: bool) -> None:
     """Create (or migrate) the memory database and import the starter memory."""
     engine = state.engine
-    report = None
-    if starter and engine.store.meta("starter_imported") is None:
-        report = engine.import_starter()
-        engine.store.set_meta("starter_imported", "1")
+    report = engine.init(starter=starter)
     stats = engine.stats()
     emit(state, {"db": stats.db_path, "starter": report, "stats": stats},
          lambda _: console.print(
@@ -78,8 +75,7 @@ def memory_list(state: State, kind, status, scope, query, limit, offset) -> None
 def memory_show(state: State, item_id: int) -> None:
     """Show one item with its provenance and utility history."""
     item = state.engine.get_item(item_id)
-    history = [dict(r) for r in state.engine.store.query(
-        "SELECT episode_id, adopted, before, after, target, strategy, created_at FROM utility_log WHERE item_id = ? ORDER BY id", (item_id,))]
+    history = state.engine.utility_history(item_id)
 
     def render(_):
         console.print(f"[bold]#{item.id} {item.title}[/bold]  ({item.kind}, {item.status}"
@@ -97,8 +93,8 @@ def memory_show(state: State, item_id: int) -> None:
             console.print(item.code, highlight=False, markup=False)
         if history:
             table("utility history", ["episode", "adopted", "before", "after", "target", "strategy"],
-                  [(h["episode_id"], "yes" if h["adopted"] else "no", f"{h['before']:+.3f}", f"{h['after']:+.3f}",
-                    f"{h['target']:+.3f}", h["strategy"]) for h in history])
+                  [(h.episode_id, "yes" if h.adopted else "no", f"{h.before:+.3f}", f"{h.after:+.3f}",
+                    f"{h.target:+.3f}", h.strategy) for h in history])
 
     emit(state, {"item": item, "history": history}, render)
 

@@ -63,3 +63,21 @@ def test_consolidate_dry_run_and_stats(tmp_path):
     stats = json.loads(sage(db, "--json", "memory", "stats").output)
     assert stats["consolidations"] == 0 and stats["items_by_status"]["active"] >= 15
     assert sage(db, "episodes", "list").exit_code == 0
+
+
+def test_show_prints_the_utility_history_after_an_episode(tmp_path):
+    from sage_engine.config import Config
+    from sage_engine.engine import Engine
+    from sage_engine.models import Adoption
+    from tests.conftest import make_result
+
+    db = tmp_path / "m.db"
+    with Engine(Config(db_path=db, auto_consolidate_every=0)) as eng:
+        eng.init()
+        r = eng.retrieve("ub overflow block size")
+        eng.record_result(make_result("correct", 1.0), episode_id=r.episode_id)
+        eng.record_adoption(r.episode_id, [Adoption(id=r.items[0].id)])
+        adopted = r.items[0].id
+    shown = json.loads(sage(db, "--json", "memory", "show", str(adopted)).output)
+    assert [(h["episode_id"], h["adopted"]) for h in shown["history"]] == [(r.episode_id, True)]
+    assert "utility history" in sage(db, "memory", "show", str(adopted)).output

@@ -50,6 +50,9 @@ def test_every_update_is_written_to_the_audit_log(engine):
     rows = engine.store.query("SELECT item_id, before, after, strategy, rule_version FROM utility_log WHERE episode_id = ?", (r.episode_id,))
     assert len(rows) == len(report.updates) == 3
     assert {row["strategy"] for row in rows} == {"atu"} and all(row["rule_version"].startswith("atu-") for row in rows)
+    history = engine.utility_history(a)
+    assert [(u.episode_id, u.adopted, u.strategy) for u in history] == [(r.episode_id, True, "atu")]
+    assert history[0].after == engine.get_item(a).utility
 
 
 def test_failed_episode_pushes_adopted_items_down(engine):
