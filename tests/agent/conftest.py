@@ -121,9 +121,11 @@ def openai_llm(replay: Replay) -> OpenAICompatLLM:
 
 
 def config_in(folder: Path, strategy: str = "atu") -> Config:
-    # Small timing budget and one trial: the tests are about the loop, not timing quality.
+    # Small timing budget and one trial: the tests are about the loop, not timing quality;
+    # no speedup term in the reward, so its sign never hangs on a noisy timing.
     base = Config(db_path=folder / "memory.db", cache_dir=folder / "cache", auto_consolidate_every=0,
-                  timing_budget_s=0.2, timing_min_reps=5, correctness_trials=1, candidate_roots=str(TASKS))
+                  timing_budget_s=0.2, timing_min_reps=5, correctness_trials=1, candidate_roots=str(TASKS),
+                  speedup_weight=0.0)
     return strategy_config(base, get_strategy(strategy))
 
 
