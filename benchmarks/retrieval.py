@@ -61,7 +61,7 @@ def run(sizes: list[int], queries: int, k: int) -> None:
                 for text in texts:
                     # Interleaved so drift on a shared machine hits all three alike.
                     t0 = time.perf_counter()
-                    engine.store.query(
+                    engine.store.rows(
                         "SELECT rowid FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?",
                         (fts_query(text), pool))
                     t1 = time.perf_counter()

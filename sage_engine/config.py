@@ -8,6 +8,7 @@ constant that shapes learning lives here with the reason beside it.
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +34,32 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("sage", appauthor=False))
 
 
+def default_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container user with no passwd entry
+        return f"uid{os.getuid()}"
+
+
+def is_db_url(spec: str) -> bool:
+    return str(spec).startswith(("postgresql://", "postgres://"))
+
+
 @dataclass(frozen=True)
 class Config:
     # --- storage -----------------------------------------------------------
+    # The embedded SQLite file; used unless db_url names a PostgreSQL server.
     db_path: Path = field(default_factory=default_db_path)
+    # A team memory: postgresql://user@host:port/db. SAGE_DB / --db take
+    # either form; a URL is never taken for a file path.
+    db_url: str | None = None
+    # Connections per server process to PostgreSQL: one per concurrent tool
+    # call is plenty (evaluations hold none while they run).
+    pg_pool_size: int = 8
+    pg_connect_timeout_s: float = 10.0
+    # Who this process records items, episodes and adoptions as when no other
+    # identity is known (stdio servers, the CLI): the OS user.
+    user: str = field(default_factory=default_user)
     # Builds (C++ extensions), backend virtualenvs and compiler dumps.
     cache_dir: Path = field(default_factory=default_cache_dir)
     # Several server processes share one file; 10 s rides out a long
@@ -88,6 +111,13 @@ class Config:
     exploration_c: float = 0.15
     min_similarity: float = 0.05  # below this (normalised BM25) an item is filtered out
     candidate_pool: int = 200  # FTS hits re-ranked per query
+    # Lexical weight of each searchable column: title, content, tags, operator,
+    # family (BM25 in SQLite, ts_rank_cd A/B/C weights in PostgreSQL). A title
+    # says what an item is about; tags and names are deliberate; body text is noisy.
+    bm25_weights: tuple[float, ...] = (4.0, 1.0, 2.0, 2.0, 2.0)
+    # Tokens each shown entry costs beyond its text (id, title line, scores):
+    # counted in every context-size report and budget.
+    tokens_per_entry: int = 12
     # Optional dense similarity ("minilm" needs the `embeddings` extra); off by
     # default: lexical retrieval must be good on its own and starts instantly.
     embeddings: str = ""
@@ -101,6 +131,11 @@ class Config:
     max_candidate_chars: int = 400_000
     # Near-duplicate lessons strengthen the existing item instead of adding a copy.
     dedup_threshold: float = 0.82
+    # Candidates compared against a new lesson: the best lexical hits, and the
+    # nearest dense neighbours when embeddings are on. A duplicate is almost
+    # always among the very first hits; more only costs time.
+    dedup_lexical_pool: int = 20
+    dedup_dense_pool: int = 5
 
     # --- UGC (utility-gated consolidation) ----------------------------------
     ugc_min_utility: float = 0.0
@@ -130,6 +165,17 @@ class Config:
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
+    @property
+    def database(self) -> str:
+        """The memory this config opens, as the user wrote it: a path or a URL."""
+        return self.db_url or str(self.db_path)
+
+    def with_db(self, spec: str | Path) -> "Config":
+        """The same settings on another memory (a path or a postgresql:// URL)."""
+        if is_db_url(str(spec)):
+            return self.replace(db_url=str(spec))
+        return self.replace(db_url=None, db_path=Path(spec).expanduser())
+
     def __post_init__(self) -> None:
         if self.credit_strategy not in CREDIT_STRATEGIES:
             raise InvalidInput(
@@ -142,23 +188,33 @@ class Config:
             raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not 0 < self.eta_min <= 1:
             raise InvalidInput("eta_min must lie in (0, 1]")
+        if len(self.bm25_weights) != 5 or min(self.bm25_weights) <= 0:
+            raise InvalidInput("bm25_weights needs five positive weights: title, content, tags, operator, family")
         if self.budget_tokens <= 0 or self.max_rules <= 0:
             raise InvalidInput("budget_tokens and max_rules must be positive")
+        if self.db_url is not None and not is_db_url(self.db_url):
+            raise InvalidInput(f"db_url must be a postgresql:// URL, got {self.db_url!r}")
         if self.demote_threshold > self.ugc_min_utility:
             raise InvalidInput("demote_threshold must not exceed ugc_min_utility (hysteresis)")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Config":
-        """Defaults, then SAGE_* variables, then explicit overrides (CLI flags)."""
+    def from_env(cls, env: Mapping[str, str] | None = None, *, db: str | Path | None = None, **overrides: Any) -> "Config":
+        """Defaults, then SAGE_* variables, then explicit overrides (CLI
+        flags). `db` (and SAGE_DB) is a SQLite path or a postgresql:// URL."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             raw = env.get(f"SAGE_{f.name.upper()}")
-            if raw is None and f.name == "db_path":
-                raw = env.get("SAGE_DB")
             if raw is None:
                 continue
             values[f.name] = _parse(f, raw)
+        spec = db if db is not None else env.get("SAGE_DB")
+        if spec is not None and str(spec).strip():
+            if is_db_url(str(spec)):
+                values["db_url"] = str(spec)
+            else:
+                values["db_path"] = spec
+                values.pop("db_url", None)
         values.update({k: v for k, v in overrides.items() if v is not None})
         for key in ("db_path", "cache_dir"):
             if key in values:
@@ -175,6 +231,8 @@ def _parse(f: dataclasses.Field, raw: str) -> Any:
             return int(raw)
         if kind == "float":
             return float(raw)
+        if kind.startswith("tuple"):
+            return tuple(float(x) for x in raw.split(","))
     except ValueError as exc:
         raise InvalidInput(f"SAGE_{f.name.upper()}={raw!r} is not a valid {kind}") from exc
     return raw

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sage_engine.config import is_db_url
 from sage_engine.errors import InvalidInput
 
 # File, top-level key and entry shape per client. VS Code names the map
@@ -33,7 +34,8 @@ def server_command() -> list[str]:
 def server_args(db: str | Path | None = None, backend: str | None = None) -> list[str]:
     args: list[str] = []
     if db:
-        args += ["--db", str(Path(db).expanduser().resolve())]
+        # A URL stays as written; a path is pinned absolute (editors start servers anywhere).
+        args += ["--db", str(db) if is_db_url(str(db)) else str(Path(db).expanduser().resolve())]
     if backend:
         args += ["--backend", backend]
     return args

@@ -27,9 +27,10 @@ from pydantic import PrivateAttr
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
 from sage_engine.errors import NotFound, SageError
+from sage_engine.memory.store import redact
 from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp_clients import connect_hint
-from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, refusal, state_of
+from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
 
 log = logging.getLogger("sage_mcp.server")
 
@@ -114,14 +115,14 @@ async def item_resource(item_id: str, ctx: Context) -> str:
     if not item_id.isdigit():
         raise ResourceNotFoundError(f"item ids are integers, got {item_id!r}")
     try:
-        item = await anyio.to_thread.run_sync(state_of(ctx).engine.get_item, int(item_id))
+        item = await anyio.to_thread.run_sync(engine_of(ctx).get_item, int(item_id))
     except NotFound as exc:
         raise ResourceNotFoundError(str(exc)) from exc
     return item.model_dump_json(indent=2)
 
 
 async def task_resource(task_id: str, ctx: Context) -> str:
-    engine = state_of(ctx).engine
+    engine = engine_of(ctx)
     try:
         summary, source = await anyio.to_thread.run_sync(lambda: (engine.get_task(task_id), engine.task_source(task_id)))
     except NotFound as exc:
@@ -211,15 +212,15 @@ def _version() -> str:
 
 def banner(config: Config) -> str:
     return (
-        f"sage-mcp {_version()}: memory {config.db_path} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
-        f"Connect a client:\n{connect_hint(config.db_path)}"
+        f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
+        f"Connect a client:\n{connect_hint(config.database)}"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
-    parser.add_argument("--db", help="memory database (default: your data dir; env SAGE_DB)")
+    parser.add_argument("--db", help="memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB")
     parser.add_argument("--backend", choices=BACKENDS, help="default evaluation backend (env SAGE_BACKEND)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     parser.add_argument("--quiet", action="store_true", help="no banner")
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = Config.from_env(db_path=args.db, backend=args.backend)
+        config = Config.from_env(db=args.db, backend=args.backend)
     except SageError as exc:
         print(f"sage-mcp: {exc}", file=sys.stderr)
         return 2

@@ -25,7 +25,7 @@ from benchmarks.learning.world import Operator, Truth, World, build_world, is_mi
 from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput
-from sage_engine.memory.text import fts_query
+from sage_engine.memory.text import query_terms
 from sage_engine.models import Adoption, EvalResult, Lesson, TimingStats
 
 
@@ -178,8 +178,7 @@ class _Run:
     def _ndcg(self, op: Operator, query: str, ranked: list[int]) -> float | None:
         """NDCG@k of the retrieved list against the best order of every item
         the ranker could have returned for this query (the FTS candidates)."""
-        q = fts_query(query)
-        pool = self.engine.store.fts_candidates(q, self.engine.config.candidate_pool) if q else []
+        pool = self.engine.store.items.lexical(query_terms(query), self.engine.config.candidate_pool)
         gain = lambda i: max(self.world.gain(self._truth(i), op), 0)  # noqa: E731
         ideal = [gain(c.id) for c in pool if c.status == "active"]
         return metrics.ndcg([gain(i) for i in ranked], ideal, self.k)
@@ -190,7 +189,7 @@ class _Run:
         if self.engine is None:
             return {"fidelity": None, "rulebook_precision": None, "rules": 0, "rule_tokens": 0, "items": 0,
                     "misleading_rules": 0, "consolidations": 0}
-        rows = self.engine.store.query(
+        rows = self.engine.store.rows(
             "SELECT id, utility FROM items WHERE n_retrieved > 0 AND status != 'deleted'")
         values = [(r["utility"], self.world.value(self._truth(r["id"]))) for r in rows]
         rules = self.engine.resident_rules()

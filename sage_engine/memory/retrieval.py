@@ -18,6 +18,7 @@ class Candidate:
     bm25: float  # positive, larger is better (SQLite returns it negated)
     status: str
     scope: str
+    author: str | None
     backend: str | None
     hardware: str | None
     utility: float
@@ -42,9 +43,10 @@ class Ranking:
 
 @dataclass(frozen=True)
 class Filters:
-    scopes: tuple[str, ...] = ("global",)
+    scopes: tuple[str, ...] = ("team",)
     backend: str | None = None
     hardware: str | None = None
+    viewer: str | None = None  # sees its own private items
 
 
 def filter_reason(c: Candidate, f: Filters) -> str | None:
@@ -54,7 +56,10 @@ def filter_reason(c: Candidate, f: Filters) -> str | None:
         return c.status
     if c.status == "resident":
         return "resident"  # shown in the rulebook section instead
-    if c.scope not in f.scopes:
+    if c.scope == "private":
+        if c.author is None or c.author != f.viewer:
+            return "scope"
+    elif c.scope not in f.scopes:
         return "scope"
     if f.backend and c.backend and c.backend != f.backend:
         return "backend"

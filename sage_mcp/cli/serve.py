@@ -16,9 +16,11 @@ from sage_mcp.mcp_clients import CLIENTS, config_path, merged_config, server_ent
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the token is still required).")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="Bearer token file (default: next to the database).")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True),
+              help="Team tokens: one 'NAME TOKEN' line per person (mode 0600); each call records its NAME.")
 @pass_state
 @handle_errors
-def serve(state: State, host: str, port: int, allow_remote: bool, token_file: str | None) -> None:
+def serve(state: State, host: str, port: int, allow_remote: bool, token_file: str | None, tokens_file: str | None) -> None:
     """Serve SAGE's MCP tools over streamable HTTP at /mcp.
 
     Every request needs `Authorization: Bearer <token>`; the token is created
@@ -27,7 +29,7 @@ def serve(state: State, host: str, port: int, allow_remote: bool, token_file: st
     """
     from sage_mcp.http_transport import serve as serve_http
 
-    serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file)
+    serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file, tokens_file=tokens_file)
 
 
 @click.group()

@@ -251,9 +251,9 @@ async def test_memory_tools_search_show_add_and_count_without_opening_episodes(c
         assert r.is_error and "scope" in text(r)
         r = await c.call_tool("memory_stats", {})
         stats = MemoryStats.model_validate(r.structured_content)
-        assert stats.db_path == str(config.db_path) and stats.episodes_open == 0 and stats.items_by_kind["experience"] == 4
+        assert stats.db_path == config.database and stats.episodes_open == 0 and stats.items_by_kind["experience"] == 4
         r = await c.call_tool("ping", {})
-        assert r.structured_content["db"] == str(config.db_path)
+        assert r.structured_content["db"] == config.database
 
 
 async def test_resources_serve_the_rulebook_items_and_tasks(config):
