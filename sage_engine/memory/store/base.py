@@ -71,6 +71,14 @@ class Store(ABC):
         `score` and the columns ranking needs."""
 
     @abstractmethod
+    def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
+        """The bare index query (match, rank, limit; no join, no filters):
+        what benchmarks compare retrieval against."""
+
+    @abstractmethod
+    def _execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
     def applied_migrations(self) -> list[str]: ...
 
     @abstractmethod
@@ -112,6 +120,11 @@ class Store(ABC):
         with self.transaction(write=not sql.lstrip().upper().startswith("SELECT")):
             return self._execute(self._local.tx["conn"], sql, params)
 
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement for many parameter rows, in one write transaction."""
+        with self.transaction():
+            self._execute_many(self._local.tx["conn"], sql, rows)
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         return self.run(sql, params)[0]
 
@@ -128,7 +141,7 @@ class Store(ABC):
         return self.run(sql, params)[1]
 
     def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None:
-        _check_columns(table, row)
+        check_columns(table, row)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         tail = f" RETURNING {returning}" if returning else ""
@@ -138,7 +151,7 @@ class Store(ABC):
     def update(self, table: str, key: int, changes: Row) -> int:
         if not changes:
             return 0
-        _check_columns(table, changes)
+        check_columns(table, changes)
         sets = ", ".join(f"{c} = ?" for c in changes)
         return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(_encode, changes.values()), key])
 
@@ -162,7 +175,7 @@ def check_id(value: int, what: str) -> int:
     return value
 
 
-def _check_columns(table: str, row: Row) -> None:
+def check_columns(table: str, row: Row) -> None:
     # Column names are interpolated into SQL: only the schema's own may pass.
     unknown = set(row) - set(TABLES[table])
     if unknown:

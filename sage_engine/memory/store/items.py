@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 from sage_engine.errors import NotFound
 from sage_engine.memory.retrieval import Candidate
-from sage_engine.memory.store.base import Row, check_id, decode_json
+from sage_engine.memory.store.base import Row, check_columns, check_id, decode_json
 from sage_engine.memory.store.schema import TABLES
 from sage_engine.models import Item
 
@@ -65,6 +65,15 @@ class ItemRecords:
 
     def insert(self, row: Row) -> int:
         return self.store.insert("items", row)  # type: ignore[return-value]
+
+    def insert_many(self, rows: list[Row]) -> None:
+        """Bulk load (benchmarks, imports of synthetic corpora): one transaction."""
+        if not rows:
+            return
+        cols = list(rows[0])
+        check_columns("items", rows[0])
+        self.store.run_many(f"INSERT INTO items ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                            [[json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c] for c in cols] for r in rows])
 
     def update(self, item_id: int, changes: Row) -> None:
         self.store.update("items", item_id, changes)

@@ -137,6 +137,18 @@ class PostgresStore(Store):
             (self.rank_weights, " or ".join(terms), limit),
         )
 
+    def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
+        rows = self.rows(
+            "SELECT id FROM items, websearch_to_tsquery('english', ?) AS q WHERE search @@ q "
+            "ORDER BY ts_rank_cd(search, q) DESC LIMIT ?",
+            (" or ".join(terms), limit),
+        )
+        return [r["id"] for r in rows]
+
+    def _execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(_placeholders(sql), [tuple(r) for r in rows])
+
     def applied_migrations(self) -> list[str]:
         with self.transaction(write=False):
             exists = self.scalar("SELECT to_regclass('migrations') IS NOT NULL AS present")

@@ -106,6 +106,16 @@ class SqliteStore(Store):
             (match, limit),
         )
 
+    def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self.rows("SELECT rowid AS id FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?",
+                         (match, limit))
+        return [r["id"] for r in rows]
+
+    def _execute_many(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._lock:
+            conn.executemany(sql, [tuple(r) for r in rows])
+
     def applied_migrations(self) -> list[str]:
         with self._lock:
             exists = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
