@@ -19,6 +19,8 @@ from platformdirs import user_cache_dir, user_data_dir
 from sage_engine.errors import InvalidInput
 
 CreditStrategy = Literal["atu", "uniform", "adopted-only"]
+RulebookScope = Literal["task", "global"]
+LearningRateForm = Literal["harmonic", "constant"]
 RewardMode = Literal["sage", "paper"]
 AdoptedShare = Literal["weight", "split"]
 
@@ -94,11 +96,19 @@ class Config:
     delta: float = 0.2  # reward of an episode that never reached a correct kernel is -delta
     beta: float = 0.2  # shown-but-unused items move toward -beta
     eta_min: float = 0.05  # floor of the per-item learning rate so old items still move
+    # "harmonic": eta = max(1 / (1 + n_retrieved), eta_min), a running mean that
+    # settles as evidence accumulates; "constant": eta = eta_min always, an
+    # exponential average that keeps tracking a drifting item at the same pace.
+    learning_rate_form: LearningRateForm = "harmonic"
     # "weight": each adopted item's target is r * weight (co-adopted items are
     # not shrunk); "split": r * weight / sum(weights), the paper's share.
     adopted_share: AdoptedShare = "weight"
     correct_bonus: float = 0.2  # sage mode: reaching a correct kernel is worth something by itself
-    speedup_weight: float = 0.3  # sage mode: weight of clip(log2(speedup vs reference), -1, 1)
+    speedup_weight: float = 0.3  # sage mode: weight of clip(log2(speedup vs reference), -speedup_clip, speedup_clip)
+    # log2 speedups beyond +-1 (2x either way) are clipped: one spectacular
+    # kernel must not outweigh correctness, and on CPU a huge ratio usually
+    # means a timing artefact, not a better idea.
+    speedup_clip: float = 1.0
 
     # --- retrieval ---------------------------------------------------------
     default_k: int = 5
@@ -106,6 +116,9 @@ class Config:
     w_similarity: float = 1.0
     w_utility: float = 0.6
     w_adoption: float = 0.2
+    # Weight of the dense cosine against the normalised lexical score when
+    # embeddings are on: equal, neither signal is known to be the better one.
+    w_dense: float = 0.5
     # UCB-style bonus c * sqrt(ln(N + 1) / (n + 1)) so new items get shown;
     # a pure utility ranking is rich-get-richer.
     exploration_c: float = 0.15
@@ -141,17 +154,38 @@ class Config:
     ugc_min_utility: float = 0.0
     ugc_min_adoptions: int = 3
     ugc_min_operators: int = 3
+    # A rule is shown across operator families only if its experiences were
+    # adopted in at least this many families; otherwise it stays scoped to the
+    # families it was learned in (a gate counting operators alone let one
+    # family fill the rulebook).
+    ugc_min_families: int = 2
     # Lower confidence bound u_mean - z * sd / sqrt(n) over credited targets:
     # one lucky reward must not promote.
     ugc_lcb_z: float = 1.0
     ugc_use_lcb: bool = True
+    # With fewer credited outcomes than this the spread is unknown and the
+    # bound is -inf: one lucky reward must not promote.
+    ugc_lcb_min_count: int = 2
+    # p in u * p / tokens has this floor, so a fresh rule with no adoptions
+    # yet can still be ranked for the rulebook.
+    ugc_adoption_floor: float = 0.05
     cluster_threshold: float = 0.55
-    budget_tokens: int = 2_000  # resident rulebook budget (the paper used 10k)
+    budget_tokens: int = 2_000  # the resident rulebook's pool, all scopes together (the paper used 10k)
     max_rules: int = 12
+    # "task": each task sees only the resident rules whose scope matches it
+    # (families, backend, hardware, trigger terms), best first by LCB utility,
+    # within ugc_resident_tokens; "global": every rule to every task.
+    rulebook_scope: RulebookScope = "task"
+    # Per-task rulebook budget: no more than the k = 5 retrieved items cost
+    # (the starter memory's items average 73 tokens + 12 per entry).
+    ugc_resident_tokens: int = 400
+    # Trigger terms kept per rule: the words its experiences share.
+    rule_trigger_terms: int = 8
     # Hysteresis: a resident rule is demoted only below this, not at 0.
     demote_threshold: float = -0.05
-    # Resident rules are shown to every task; an unadopted rule is penalised
-    # only where its text matches the task (word cosine at least this).
+    # rulebook_scope = "global": resident rules are shown to every task; an
+    # unadopted rule is penalised only where its text matches the task (word
+    # cosine at least this).
     rule_match_threshold: float = 0.05
     auto_consolidate_every: int = 10  # closed episodes between automatic consolidations (0 = off)
 
@@ -182,6 +216,10 @@ class Config:
                 f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, "
                 f"got {self.credit_strategy!r}"
             )
+        if self.rulebook_scope not in ("task", "global"):
+            raise InvalidInput(f"rulebook_scope must be 'task' or 'global', got {self.rulebook_scope!r}")
+        if self.learning_rate_form not in ("harmonic", "constant"):
+            raise InvalidInput(f"learning_rate_form must be 'harmonic' or 'constant', got {self.learning_rate_form!r}")
         if self.reward_mode not in ("sage", "paper"):
             raise InvalidInput(f"reward_mode must be 'sage' or 'paper', got {self.reward_mode!r}")
         if self.backend not in BACKENDS:

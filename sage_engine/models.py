@@ -68,6 +68,7 @@ class Item(_Model):
     adoption_rate: float = Field(description="EMA of adopted-when-shown (p in UGC)")
     support: int = Field(1, description="How many times this lesson was recorded (near-duplicates strengthen it)")
     operators_adopted: list[str] = Field(default_factory=list)
+    families_adopted: list[str] = Field(default_factory=list)
     source_episode: int | None = None
     source_attempt: int | None = None
     derived_from: list[int] = Field(default_factory=list)

@@ -13,7 +13,8 @@ STOPWORDS = frozenset(
     """a an and are as at be but by for from has have if in into is it its of on or so
     such that the their then there these this to was were will with when which while
     use using used can may should must not no do does than only also all any each via
-    def class self return import torch nn model get inputs init forward""".split()
+    def class self return import torch nn model get inputs init forward
+    one two per over more less most very just like same other""".split()
 )
 
 

@@ -13,11 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, SageError
+from sage_engine.memory import consolidation as ugc
 from sage_engine.memory import utility, validation
 from sage_engine.memory.retrieval import Filters, rank
 from sage_engine.memory.store import Store
@@ -77,13 +78,20 @@ class EpisodeService:
                     dict(key.__dict__, author=user, created_at=now, last_activity=now))
             else:
                 self._open_row(episode_id, "call retrieve_rules without episode_id to start a new one")
-            result = self._rank_and_log(episode_id, query, filters, k, dense, user)
+            result = self._rank_and_log(episode_id, key, query, filters, k, dense, user)
         self._consolidate_if_due(closed)
         return result
 
-    def _rank_and_log(self, episode_id, query, filters, k, dense, user) -> RetrievalResult:
+    def _rank_and_log(self, episode_id, key: EpisodeKey, query, filters, k, dense, user) -> RetrievalResult:
         items = self.store.items
-        residents = [r for r in items.list(statuses=["resident"]) if _in_scope(r, filters, user)]
+        pool = [s for s in items.gate_rows(kind="rule", status="resident") if _in_scope(s[0], filters, user)]
+        if self.config.rulebook_scope == "task":
+            task = ugc.TaskContext.of(query, family=key.family, operator=key.operator, backend=key.backend,
+                                      hardware=key.hardware)
+            residents = ugc.residents_for_task((ugc.GateStats(*s) for s in pool), task, self.config)
+            filters = replace(filters, hide=frozenset(r.id for r in residents), residents_as_items=True)
+        else:
+            residents = sorted((s[0] for s in pool), key=lambda r: (-r.utility, r.id))
         ranking = rank(self.memory.candidates(query, dense), filters, k, items.total_retrievals(), self.config)
         found = items.many([r.id for r in ranking.items])
         # Every task sees the rulebook; how well a rule matches this task is
@@ -289,28 +297,32 @@ class EpisodeService:
         shown = records.shown_ids(episode_id)
         # A resident rule that does not match the task was not "ignored": it
         # did not apply. Penalising it would tie its utility to whichever
-        # family happens to be running.
-        off_topic = {i for i, sim in records.resident_match(episode_id).items() if sim < self.config.rule_match_threshold}
+        # family happens to be running. Per-task rulebooks show only rules
+        # whose scope matched; a global rulebook shows every rule, so there
+        # "applied" means its text matches the task.
+        off_topic = set() if self.config.rulebook_scope == "task" else {
+            i for i, sim in records.resident_match(episode_id).items() if sim < self.config.rule_match_threshold}
         targets = utility.credit_targets(shown, adopted, reward, self.config, not_applicable=off_topic)
         now = time.time()
         operator = row["operator"] or row["task"]
+        family = row["family"]
         rule_version = f"{utility.RULE_VERSION}/{self.config.reward_mode}"
         updates: list[UtilityUpdate] = []
         for item_id in shown:
             it = self.store.items.row(item_id)
             is_adopted = item_id in adopted
-            ops = json.loads(it["operators_adopted"])
+            ops, fams = json.loads(it["operators_adopted"]), json.loads(it["families_adopted"])
             if is_adopted and operator not in ops:
                 ops.append(operator)
-            fields = {
-                "adoption_rate": utility.adoption_ema(it["adoption_rate"], is_adopted, self.config.adoption_ema_mu),
-                "n_adopted": it["n_adopted"] + int(is_adopted),
-                "operators_adopted": ops,
-                "updated_at": now,
-            }
+            if is_adopted and family and family not in fams:
+                fams.append(family)
+            fields = {"n_adopted": it["n_adopted"] + int(is_adopted), "operators_adopted": ops,
+                      "families_adopted": fams, "updated_at": now}
+            if item_id not in off_topic:  # p is the adoption rate where the rule applied
+                fields["adoption_rate"] = utility.adoption_ema(it["adoption_rate"], is_adopted, self.config.adoption_ema_mu)
             if item_id in targets:
                 target, _ = targets[item_id]
-                eta = utility.learning_rate(it["n_retrieved"], self.config.eta_min)
+                eta = utility.learning_rate(it["n_retrieved"], self.config.eta_min, self.config.learning_rate_form)
                 after = utility.step(it["utility"], target, eta)
                 fields.update(utility=after, n_credited=it["n_credited"] + 1, target_sum=it["target_sum"] + target,
                               target_sq=it["target_sq"] + target * target)

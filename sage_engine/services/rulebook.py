@@ -52,7 +52,8 @@ class RulebookService:
             drafts = [d for d in drafts if all(it.id in still for it in d[0])]
             eligible = [it for it in eligible if it.id in still]
             now = time.time()
-            new_rules = [_rule_item(draft, group, now, -(i + 1), user) for i, (group, draft, _) in enumerate(drafts)]
+            new_rules = [_rule_item(draft, group, now, -(i + 1), user, self.config)
+                         for i, (group, draft, _) in enumerate(drafts)]
             existing = self.store.items.list(kind="rule", statuses=["active", "resident"])
             step(2, 3, "choosing the rulebook")
             choice = ugc.choose_rulebook(existing + new_rules, self.config, budget)
@@ -164,8 +165,9 @@ def _abstract(abstractor: ugc.RuleAbstractor, group: list[Item], notes: list[str
     return draft, "deterministic"
 
 
-def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None) -> Item:
+def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None, config: Config) -> Item:
     content = ugc.render_rule(draft)
+    scope_ = ugc.rule_scope(group, draft, config)
     operators = sorted({op for g in group for op in g.operators_adopted})
     tags = sorted({t for g in group for t in g.tags} | {"rule"})
     fams = {g.family for g in group if g.family}
@@ -181,6 +183,8 @@ def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, us
         tags=tags, utility=sum(g.utility for g in group) / len(group),
         n_retrieved=sum(g.n_retrieved for g in group), n_adopted=sum(g.n_adopted for g in group),
         n_credited=sum(g.n_credited for g in group), adoption_rate=max(g.adoption_rate for g in group),
-        operators_adopted=operators, derived_from=draft.evidence,
-        tokens=ugc.rule_tokens(draft), created_at=now, updated_at=now,
+        operators_adopted=operators, families_adopted=sorted({f for g in group for f in g.families_adopted}),
+        derived_from=draft.evidence, tokens=ugc.rule_tokens(draft), created_at=now, updated_at=now,
+        rule_families=scope_.families, rule_operators=scope_.operators, rule_backends=scope_.backends,
+        rule_hardware=scope_.hardware, rule_triggers=scope_.triggers,
     )

@@ -27,7 +27,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "backend", "hardware", "tags", "utility", "n_retrieved", "n_adopted", "n_credited", "adoption_rate",
         "target_sum", "target_sq", "support", "operators_adopted", "source_episode", "source_attempt",
         "derived_from", "tokens", "created_at", "updated_at", "author",
-        "rule_families", "rule_operators", "rule_backends", "rule_hardware", "rule_triggers",
+        "families_adopted", "rule_families", "rule_operators", "rule_backends", "rule_hardware", "rule_triggers",
     ),
     "episodes": (
         "id", "task", "operator", "family", "backend", "hardware", "client", "scope", "status", "reward",
@@ -54,7 +54,7 @@ TABLES: dict[str, tuple[str, ...]] = {
 # sequences after rows are copied in with their ids).
 ID_TABLES = ("items", "episodes", "retrievals", "attempts", "adoptions", "utility_log", "consolidations")
 # Columns holding JSON text (lists or objects) on both stores.
-JSON_COLUMNS = ("tags", "operators_adopted", "derived_from", "rule_families", "rule_operators", "rule_backends",
+JSON_COLUMNS = ("tags", "operators_adopted", "families_adopted", "derived_from", "rule_families", "rule_operators", "rule_backends",
                 "rule_hardware", "rule_triggers")
 
 
@@ -234,6 +234,7 @@ _TEAM = """
 # A rule keeps the scope it was learned from as data, so residency can be
 # decided per task without parsing rule text.
 _RULE_SCOPE = """
+    ALTER TABLE items ADD COLUMN families_adopted TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE items ADD COLUMN rule_families TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE items ADD COLUMN rule_operators TEXT NOT NULL DEFAULT '[]';
     ALTER TABLE items ADD COLUMN rule_backends TEXT NOT NULL DEFAULT '[]';
