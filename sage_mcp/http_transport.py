@@ -171,6 +171,24 @@ def build_app(config: Config, tokens: dict[str, str], host: str) -> ASGIApp:
     return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), tokens)
 
 
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket. IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY
+    on accepted connections only for sockets that say they are TCP; without
+    it every small response waits for the client's delayed ACK (~40 ms per
+    call on a keep-alive connection)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from exc
+    sock.listen(128)
+    return sock
+
+
 def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
           token_file: str | Path | None = None, tokens_file: str | Path | None = None) -> None:
     """Bind, print how to connect on stderr, and serve until interrupted."""
@@ -192,19 +210,7 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_re
         who = f"token ({token_path}, acts as {config.user}): {token}"
     # Bind before announcing, so whoever reads the URL can connect at once
     # (and --port 0 reports the port the OS chose).
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted connections only
-    # for sockets that say they are TCP; without it every small response
-    # waits for the client's delayed ACK (~40 ms per call).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from exc
-    sock.listen(128)
+    sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}{MCP_PATH}"
     print(

@@ -161,7 +161,7 @@ async def retrieve_rules(
     operator: Annotated[str | None, Field(description="Operator name, e.g. 'softmax'; inferred for bundled tasks")] = None,
     backend: Annotated[str | None, Field(description=f"Target backend: {', '.join(BACKENDS)}")] = None,
     hardware: Annotated[str | None, Field(description="Chip, e.g. 'Ascend910B3', to filter hardware-specific items")] = None,
-    k: Annotated[int | None, Field(description="How many items besides the rulebook (default 5)")] = None,
+    k: Annotated[int | None, Field(description="How many items besides the rulebook: 1-50 (default 5)", ge=1, le=50)] = None,
     episode_id: Annotated[int | None, Field(description="Continue this episode instead of opening a new one", **ID_BOUNDS)] = None,
     reference: Annotated[str | None, Field(description="Reference source, to sharpen retrieval for a free-text task")] = None,
     scope: Annotated[str | None, Field(description="'team' (default) or 'project:NAME' to include that project's items; your private items are always included")] = None,
@@ -263,7 +263,7 @@ async def show_task(
 async def search_memory(
     ctx: Context,
     query: Annotated[str, Field(description="What you are looking for, e.g. 'UB overflow tiling softmax'")],
-    k: Annotated[int, Field(description="How many items")] = 10,
+    k: Annotated[int, Field(description="How many items: 1-50", ge=1, le=50)] = 10,
     backend: Annotated[str | None, Field(description="Only items for this backend (or for any)")] = None,
     hardware: Annotated[str | None, Field(description="Only items for this chip (or for any)")] = None,
     scope: Annotated[str | None, Field(description="'team' (default) or 'project:NAME'")] = None,

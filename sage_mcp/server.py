@@ -14,7 +14,7 @@ import os
 import sys
 import uuid
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Callable
 
 import anyio
 import anyio.to_thread
@@ -22,7 +22,9 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import Resource
-from pydantic import PrivateAttr
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import Field, PrivateAttr
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
@@ -136,9 +138,11 @@ async def task_resource(task_id: str, ctx: Context) -> str:
     )
 
 
-def sage_protocol(task: str = "") -> str:
+def sage_protocol(
+    task: Annotated[str, Field(description="The task: a bundled id (see list_tasks), a reference path, or a sentence")],
+) -> str:
     """How to work with SAGE on one kernel task, step by step."""
-    target = f"the task `{task}`" if task else "the task you are given"
+    target = f"the task `{task}`"
     return f"""You are writing an NPU kernel for {target} with SAGE's memory and evaluator.
 
 1. Call `retrieve_rules` with the task (a bundled id, a reference path, or a description).
@@ -162,6 +166,23 @@ the torch operator the task forbids; SAGE checks for that."""
 # ------------------------------------------------------------------ server
 
 
+class SageServer(MCPServer):
+    """MCPServer whose prompt requests fail the way the protocol says: an
+    unknown prompt or a missing required argument is the caller's mistake
+    (invalid params, with a message that says what to fix), not an internal
+    error logged with a traceback."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None):
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in await self.list_prompts()) or "none"
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name!r}; this server has: {known}")
+        missing = [a.name for a in prompt.arguments or [] if a.required and not (arguments or {}).get(a.name)]
+        if missing:
+            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name!r} needs the argument(s) {', '.join(missing)}")
+        return await super().get_prompt(name, arguments, context)
+
+
 def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = None) -> MCPServer:
     """An MCP server bound to one memory database; the Engine opens when a
     transport starts the server's lifespan and closes with it. `on_sweep`
@@ -183,7 +204,7 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
             published.state = None
             engine.close()
 
-    server = MCPServer(
+    server = SageServer(
         "sage", title="SAGE kernel memory", instructions=INSTRUCTIONS, version=_version(),
         lifespan=lifespan, log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
     )

@@ -8,7 +8,7 @@ import click
 
 from sage_engine.config import BACKENDS
 from sage_mcp.cli.common import State, err_console, handle_errors, pass_state
-from sage_mcp.mcp_clients import CLIENTS, config_path, merged_config, server_entry, write_config
+from sage_mcp.mcp_clients import CLIENTS, config_path, http_entry, merged_config, server_entry, write_config
 
 
 @click.command()
@@ -44,10 +44,13 @@ def mcp() -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), help="Pin a default evaluation backend.")
 @click.option("--project", default=".", show_default=True, type=click.Path(file_okay=False), help="Project root for --write.")
 @click.option("--name", default="sage", show_default=True, help="Server name in the client's config.")
+@click.option("--http", "http_url", help="Connect to a running `sage serve` at this URL instead of launching sage-mcp.")
+@click.option("--token", help="With --http: write this bearer token into the file (default: a reference the client "
+                              "expands: ${SAGE_TOKEN} for Claude Code, ${env:SAGE_TOKEN} for Cursor, a password prompt in VS Code).")
 @click.pass_context
 @handle_errors
 def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, backend: str | None, project: str,
-               name: str) -> None:
+               name: str, http_url: str | None, token: str | None) -> None:
     """Print (or --write) the MCP config that launches `sage-mcp` for a client.
 
     The command is the absolute path of this environment's `sage-mcp`, so the
@@ -61,7 +64,12 @@ def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, bac
         source = ctx.parent.parent.get_parameter_source("db")
         if source == click.core.ParameterSource.COMMANDLINE:
             db = root.db
-    entry = server_entry(client, db=db, backend=backend)
+    if http_url:
+        entry = http_entry(client, http_url, token=token)
+        if token:
+            err_console.print("# the file now holds the token: keep it out of version control", highlight=False)
+    else:
+        entry = server_entry(client, db=db, backend=backend)
     if write:
         path = write_config(client, entry, project, name)
         err_console.print(f"wrote server {name!r} to {path}", highlight=False)

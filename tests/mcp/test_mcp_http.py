@@ -178,3 +178,29 @@ def test_a_tokens_file_others_can_read_is_refused(config, tmp_path):
     r = subprocess.run([str(SAGE), "--db", config.database, "serve", "--port", "0", "--tokens", str(tokens)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "chmod 600" in r.stderr
+
+
+async def test_accepted_connections_send_small_responses_without_delay():
+    """asyncio turns Nagle off on accepted connections only for sockets that
+    say they are TCP; with it on, each response on a keep-alive connection
+    waits ~40 ms for the client's delayed ACK."""
+    import asyncio
+    import socket
+
+    from sage_mcp.http_transport import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
+    accepted = asyncio.get_running_loop().create_future()
+
+    async def on_client(reader, writer):
+        accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(on_client, sock=sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        assert await asyncio.wait_for(accepted, 10) != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
