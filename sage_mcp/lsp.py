@@ -78,13 +78,13 @@ async def initialized(ls: SageLanguageServer, params: types.InitializedParams) -
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-async def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConfigurationParams) -> None:
-    """Settings pushed with the notification are applied; an empty push (the
-    pull model) means "ask me"."""
+def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+    """Settings pushed with the notification apply before the next message is
+    handled; an empty push (the pull model) means "ask me"."""
     if isinstance(params.settings, dict) and params.settings:
         ls.apply_settings(params.settings)
     else:
-        await ls.pull_settings()
+        ls.pull_settings_soon()
 
 
 @server.feature(types.SHUTDOWN)
@@ -128,7 +128,7 @@ def hover(ls: SageLanguageServer, params: types.HoverParams) -> types.Hover | No
 
 
 @server.feature(types.TEXT_DOCUMENT_CODE_ACTION)
-def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[types.Command]:
     """The lenses of the kernel under the cursor, for clients without lenses."""
     return ls.code_actions(ls.workspace.get_text_document(params.text_document.uri), params.range.start.line)
 

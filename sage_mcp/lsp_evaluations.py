@@ -140,8 +140,9 @@ class Evaluations:
     # ----------------------------------------------------------------- save
 
     def on_save(self, doc: TextDocument) -> bool:
-        """Benchmark the saved text; True when an evaluation was queued. While
-        one runs, later saves collapse into one evaluation of the latest."""
+        """Benchmark the saved text; True when an evaluation started or was
+        queued. While one runs, later saves collapse into one evaluation of
+        the latest saved text, after it."""
         try:
             self.check(doc)
         except SageError as exc:
@@ -151,21 +152,37 @@ class Evaluations:
         if not self.ls.analysis(doc).kernels:
             return False
         # A snapshot: edits typed after the save are not part of this evaluation.
-        self.saved[doc.uri] = TextDocument(doc.uri, doc.source, version=doc.version, language_id=doc.language_id)
-        if doc.uri not in self._save_loops:
-            self._save_loops[doc.uri] = asyncio.get_running_loop().create_task(self._benchmark_saved(doc.uri))
+        snapshot = TextDocument(doc.uri, doc.source, version=doc.version, language_id=doc.language_id)
+        if doc.uri in self._save_loops:
+            self.saved[doc.uri] = snapshot
+        else:
+            # Started here, not in the task: the next message already sees it running.
+            first = self.start(snapshot, None)
+            self._save_loops[doc.uri] = asyncio.get_running_loop().create_task(self._benchmark_saved(snapshot, first))
         return True
 
-    async def _benchmark_saved(self, uri: str) -> None:
+    async def _benchmark_saved(self, snapshot: TextDocument, first: asyncio.Future) -> None:
+        uri = snapshot.uri
         try:
-            while (snapshot := self.saved.pop(uri, None)) is not None:
+            running: asyncio.Future | None = first
+            while running is not None:
                 try:
-                    await asyncio.shield(self.start(snapshot, None))
+                    await asyncio.shield(running)
                 except SageError as exc:
                     self.ls.window_show_message(types.ShowMessageParams(
                         type=types.MessageType.Warning,
                         message=f"SAGE: benchmark on save of {self.ls.name_of(snapshot)}: {exc}"))
                 except Exception:
                     log.exception("benchmark on save of %s failed", uri)  # the next save tries again
+                snapshot = self.saved.pop(uri, None)
+                running = self._start_saved(snapshot) if snapshot is not None else None
         finally:
             self._save_loops.pop(uri, None)
+
+    def _start_saved(self, snapshot: TextDocument) -> asyncio.Future:
+        try:
+            return self.start(snapshot, None)
+        except SageError as exc:  # the task header went away between save and turn
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed

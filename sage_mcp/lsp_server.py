@@ -64,6 +64,7 @@ class SageLanguageServer(LanguageServer):
         self._watched_stamp: tuple[int, int] | None = None
         self._told_too_large: set[str] = set()
         self._watcher: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ engine
 
@@ -127,6 +128,11 @@ class SageLanguageServer(LanguageServer):
             return
         if values:
             self.apply_settings(values[0])
+
+    def pull_settings_soon(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.pull_settings())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # --------------------------------------------------------------- documents
 
@@ -277,16 +283,14 @@ class SageLanguageServer(LanguageServer):
                 lenses.append(_lens(kernel.start_line, "SAGE: Set task…", "sage.setTask", [doc.uri]))
         return lenses
 
-    def code_actions(self, doc: TextDocument, line: int) -> list[types.CodeAction]:
+    def code_actions(self, doc: TextDocument, line: int) -> list[types.Command]:
         """The lenses of the kernel at `line` as code actions, for clients
-        that show no lenses (helix) or users who prefer the action menu."""
+        that show no lenses (helix) or users who prefer the action menu.
+        Plain commands: every client runs them the way it runs a lens."""
         kernel = kernel_finder.kernel_at(self.kernels_in(doc), line)
         if kernel is None:
             return []
-        return [
-            types.CodeAction(title=lens.command.title, kind=types.CodeActionKind.Empty, command=lens.command)
-            for lens in self.lenses(doc) if lens.range.start.line == kernel.start_line and lens.command
-        ]
+        return [lens.command for lens in self.lenses(doc) if lens.range.start.line == kernel.start_line and lens.command]
 
     def hover(self, doc: TextDocument, line: int) -> str | None:
         """Markdown for a kernel's class/def lines: its last result (the whole
