@@ -67,9 +67,10 @@ async def start_lsp(workspace: Workspace):
     started: list[LanguageClient] = []
 
     async def start(capabilities: str = "visual-studio-code", *, init_options=None, env=None,
-                    poll: float = 0.2, configuration=None) -> LanguageClient:
+                    poll: float = 0.2, configuration=None, command: list[str] | None = None) -> LanguageClient:
         config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db), "--poll-seconds", str(poll)],
+            server_command=command or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db),
+                                       "--poll-seconds", str(poll)],
             server_env={**os.environ, **FAST_ENV, "SAGE_CACHE_DIR": str(workspace.root / ".cache"), **(env or {})},
             client_factory=_client_factory(workspace),
         )
