@@ -96,9 +96,10 @@ class SageLanguageServer(LanguageServer):
         """Returns at once: the engine is closed on the worker thread, after
         any evaluation in flight (closing the harness waits for it), so a
         shutdown request is answered before the client gives up on it."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        for task in [self._watcher, *self._background]:
+            if task is not None:
+                task.cancel()
+        self._watcher = None
         engine, self._engine = self._engine, None
         self.evaluations.close(engine.close if engine is not None else None)
 
