@@ -522,12 +522,9 @@ class Engine:
 
     # ------------------------------------------------- change stamp (editors)
 
-    def results_version(self) -> tuple[int, int]:
-        """A cheap stamp that changes whenever any process stores an attempt
-        or an adoption: (newest attempt id, newest adoption id), 0 for none.
-        Editors compare it before re-reading results for open files."""
-        row = self.store.query("SELECT (SELECT MAX(id) FROM attempts), (SELECT MAX(id) FROM adoptions)")[0]
-        return int(row[0] or 0), int(row[1] or 0)
+    def results_version(self) -> int:
+        """A stamp that changes whenever any process stores an attempt (cheap to poll)."""
+        return int(self.store.scalar("SELECT COALESCE(MAX(id), 0) FROM attempts") or 0)
 
 
 def _check_path_text(spec: str, what: str) -> None:

@@ -5,8 +5,11 @@ costs what changed since the last one and no more:
   once per document version (a lens, a hover and the idle check all reuse
   them), and nothing at all for a file over the candidate size limit;
 - `ResultCache`: the last stored result per candidate path, re-read only when
-  the memory's change stamp (`Engine.results_version`) moves, whichever
-  process stored the new result.
+  the memory's change stamp (`Engine.results_version`, the newest attempt)
+  moves, whichever process stored the new result. Adoptions do not move that
+  stamp, but they can only be recorded while an episode is open: an attempt's
+  adoption count is kept for good once its episode is closed and re-read on
+  each request while it is open.
 """
 
 from __future__ import annotations
@@ -80,18 +83,22 @@ class ResultCache:
 
     def __init__(self, engine: Callable[[], Engine]):
         self._engine = engine
-        self.stamp: tuple[int, int] | None = None
+        self.stamp: int | None = None
         self._last: dict[str, EvalResult | None] = {}
-        self._adopted: dict[int, int] = {}
+        self._adopted: dict[int, int] = {}  # attempt id -> adopted items, final (its episode is closed)
+        self._open: dict[int, int] = {}  # the same while the episode is open, until the next check()
         self.reads = 0  # how many times a path's result was read from the memory
+        self.episode_reads = 0  # how many times an episode was read for its adoptions
 
-    def check(self) -> tuple[int, int]:
-        """The memory's current stamp; forgets everything cached if it moved."""
+    def check(self) -> int:
+        """The memory's current stamp; forgets everything cached if it moved,
+        and the adoption counts of open episodes in any case."""
         stamp = self._engine().results_version()
         if stamp != self.stamp:
             self.stamp = stamp
             self._last.clear()
             self._adopted.clear()
+        self._open.clear()
         return stamp
 
     def last_result(self, path: str) -> EvalResult | None:
@@ -102,14 +109,19 @@ class ResultCache:
 
     def adopted_count(self, result: EvalResult) -> int:
         """How many items were adopted with this attempt."""
-        if result.episode_id is None or result.attempt_id is None:
+        attempt = result.attempt_id
+        if result.episode_id is None or attempt is None:
             return 0
-        if result.attempt_id not in self._adopted:
-            try:
-                episode = self._engine().get_episode(result.episode_id)
-            except NotFound:
-                count = 0
-            else:
-                count = next((len(a.adopted_ids) for a in episode.attempt_list if a.id == result.attempt_id), 0)
-            self._adopted[result.attempt_id] = count
-        return self._adopted[result.attempt_id]
+        if attempt in self._adopted:
+            return self._adopted[attempt]
+        if attempt in self._open:
+            return self._open[attempt]
+        self.episode_reads += 1
+        try:
+            episode = self._engine().get_episode(result.episode_id)
+        except NotFound:
+            self._adopted[attempt] = 0
+            return 0
+        count = next((len(a.adopted_ids) for a in episode.attempt_list if a.id == attempt), 0)
+        (self._adopted if episode.status == "closed" else self._open)[attempt] = count
+        return count

@@ -61,7 +61,7 @@ class SageLanguageServer(LanguageServer):
         self.episodes: dict[str, int] = {}  # uri -> episode opened by "Retrieve rules"
         self.attempts: dict[str, EvalResult] = {}  # uri -> last evaluation this server ran
         self.seen_attempts: dict[str, int | None] = {}  # uri -> attempt shown in lenses
-        self._watched_stamp: tuple[int, int] | None = None
+        self._watched_stamp: int | None = None
         self._told_too_large: set[str] = set()
         self._watcher: asyncio.Task | None = None
         self._background: set[asyncio.Task] = set()

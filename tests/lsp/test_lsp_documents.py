@@ -83,12 +83,28 @@ def test_results_are_re_read_only_when_another_process_stores_something(tmp_path
         assert cache.check() != stamp
         assert cache.last_result(path).attempt_id == stored.attempt_id and cache.reads == 2
 
-        # An adoption changes the lens ("1 rule adopted") without a new attempt: it moves the stamp too.
+
+
+def test_adoption_counts_are_re_read_while_the_episode_is_open_and_kept_once_it_closes(tmp_path: Path):
+    # An adoption changes the lens ("1 rule adopted") without a new attempt, so without moving the stamp.
+    config = Config(db_path=tmp_path / "memory.db", auto_consolidate_every=0)
+    path = str(tmp_path / "k.py")
+    with Engine(config) as editor, Engine(config) as agent:
+        cache = ResultCache(lambda: editor)
         item = agent.add_item(NewItem(title="fuse it", content="one pass")).item
         episode = agent.retrieve("fuse it").episode_id
         attempt = agent.record_result(make_result("correct"), episode_id=episode, candidate_path=path)
-        cache.check()
+        stamp = cache.check()
         assert cache.adopted_count(cache.last_result(path)) == 0
-        before = cache.check()
-        agent.record_adoption(episode, [Adoption(id=item.id, evidence="used")], attempt_id=attempt.attempt_id)
-        assert cache.check() != before and cache.adopted_count(cache.last_result(path)) == 1
+        assert cache.adopted_count(cache.last_result(path)) == 0 and cache.episode_reads == 1  # one read per request
+
+        agent.record_adoption(episode, [Adoption(id=item.id, evidence="used")], attempt_id=attempt.attempt_id,
+                              close=False)
+        assert cache.check() == stamp and cache.adopted_count(cache.last_result(path)) == 1
+
+        agent.close_episode(episode)
+        assert cache.check() == stamp and cache.adopted_count(cache.last_result(path)) == 1
+        reads = cache.episode_reads
+        for _ in range(3):
+            assert cache.check() == stamp and cache.adopted_count(cache.last_result(path)) == 1
+        assert cache.episode_reads == reads  # closed: no adoption can be added, nothing is read again
