@@ -65,10 +65,26 @@ def _arg(args: tuple[Any, ...], index: int, kind: type, name: str, *, required: 
 # ---------------------------------------------------------------- lifecycle
 
 
+@server.feature(types.INITIALIZE)
+def initialize(ls: SageLanguageServer, params: types.InitializeParams) -> None:
+    ls.apply_settings(params.initialization_options)
+
+
 @server.feature(types.INITIALIZED)
-def initialized(ls: SageLanguageServer, params: types.InitializedParams) -> None:
+async def initialized(ls: SageLanguageServer, params: types.InitializedParams) -> None:
     if ls.poll_seconds > 0:
         ls.start_watching()
+    await ls.pull_settings()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConfigurationParams) -> None:
+    """Settings pushed with the notification apply before the next message is
+    handled; an empty push (the pull model) means "ask me"."""
+    if isinstance(params.settings, dict) and params.settings:
+        ls.apply_settings(params.settings)
+    else:
+        ls.pull_settings_soon()
 
 
 @server.feature(types.SHUTDOWN)
@@ -84,7 +100,13 @@ def did_open(ls: SageLanguageServer, params: types.DidOpenTextDocumentParams) ->
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def did_close(ls: SageLanguageServer, params: types.DidCloseTextDocumentParams) -> None:
-    ls.seen_attempts.pop(params.text_document.uri, None)
+    ls.on_close(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: SageLanguageServer, params: types.DidSaveTextDocumentParams) -> None:
+    """Stored results for the saved text; a benchmark with `benchmarkOnSave`."""
+    ls.on_save(ls.workspace.get_text_document(params.text_document.uri))
 
 
 # ----------------------------------------------------------------- features
@@ -105,6 +127,12 @@ def hover(ls: SageLanguageServer, params: types.HoverParams) -> types.Hover | No
     return types.Hover(contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown))
 
 
+@server.feature(types.TEXT_DOCUMENT_CODE_ACTION)
+def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[types.Command]:
+    """The lenses of the kernel under the cursor, for clients without lenses."""
+    return ls.code_actions(ls.workspace.get_text_document(params.text_document.uri), params.range.start.line)
+
+
 # ----------------------------------------------------------------- commands
 
 
@@ -115,15 +143,14 @@ async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     doc = ls.document(_arg(args, 0, str, "uri"))
     line = _arg(args, 1, int, "line", required=False)
     kernel = kernel_finder.kernel_at(ls.kernels_in(doc), line) if line is not None else None
-    return await ls.benchmark(doc, kernel)
+    return await ls.evaluations.benchmark(doc, kernel)
 
 
 @server.command("sage.lastResult")
 @_sage_errors
 def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """The document's last stored evaluation: sage.lastResult(uri)."""
-    doc = ls.document(_arg(args, 0, str, "uri"))
-    return ls.summary(doc, ls.last_result(doc))
+    return ls.stored_summary(ls.document(_arg(args, 0, str, "uri")))
 
 
 @server.command("sage.retrieveRules")
@@ -192,12 +219,8 @@ def list_tasks(ls: SageLanguageServer, *args: Any) -> list[dict[str, Any]]:
 @server.command("sage.setTask")
 @_sage_errors
 async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
-    """sage.setTask(uri, task): name the task this file implements."""
-    doc = ls.document(_arg(args, 0, str, "uri"))
-    task = _arg(args, 1, str, "task", required=False)
-    if not task or not task.strip():
-        raise InvalidInput("sage.setTask needs a task: sage.setTask(uri, '<task id or path>')")
-    return await ls.set_task(doc, task)
+    """sage.setTask(uri, task?): name the task this file implements; without one, offer the task list."""
+    return await ls.set_task(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, str, "task", required=False))
 
 
 # ---------------------------------------------------------------------- main

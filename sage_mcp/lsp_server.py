@@ -1,16 +1,19 @@
 """The language server's state and behaviour: one Engine, the open
-documents' kernels, tasks and results, and the evaluation worker. The
-protocol handlers in `sage_mcp.lsp` stay thin and call into this class."""
+documents' kernels, tasks and results, settings, and the evaluations. The
+protocol handlers in `sage_mcp.lsp` stay thin and call into this class.
+
+Every request reads what it shows through two caches (lsp_documents): kernels
+per document version, and stored results per path until the memory's change
+stamp moves. So a lens costs one small query when nothing changed, a large
+file is analysed once per edit, and the idle check for results stored by
+other processes (an agent over MCP, the CLI) costs one query per poll.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
-import uuid
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
@@ -23,24 +26,22 @@ from pygls.workspace import TextDocument
 from sage_engine import kernels as kernel_finder
 from sage_engine.config import Config
 from sage_engine.engine import Engine
-from sage_engine.errors import InvalidInput, NotFound, SageError
+from sage_engine.errors import InvalidInput, SageError
 from sage_engine.kernels import Kernel, TaskLink
 from sage_engine.models import Adoption, EvalResult, Lesson
 from sage_mcp import lsp_views as views
+from sage_mcp.lsp_documents import Analysis, DocumentCache, ResultCache, language_of
+from sage_mcp.lsp_evaluations import Evaluations
+from sage_mcp.lsp_progress import Progress
+from sage_mcp.lsp_settings import SECTION, EditorSettings
 
 log = logging.getLogger("sage.lsp")
 
 VERSION = "0.1.0"
-KERNEL_LANGUAGES = {"python", "cpp", "c"}
 T = TypeVar("T")
-
-
-@dataclass
-class Evaluation:
-    """One evaluation in flight, shared by identical requests (a double click)."""
-
-    content_hash: str
-    future: asyncio.Future
+# How long to wait for a client's answer to a request it should answer at once
+# (work-done progress, configuration) before going on without it.
+CLIENT_REPLY_S = 10
 
 
 class SageLanguageServer(LanguageServer):
@@ -52,15 +53,18 @@ class SageLanguageServer(LanguageServer):
         self.db_path: str | None = None
         self.backend: str | None = None
         self.poll_seconds = 3.0
+        self.settings = EditorSettings()
         self._engine: Engine | None = None
-        # One thread: evaluations never overlap, so a timing is not disturbed
-        # by another candidate running beside it.
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sage-eval")
-        self.running: dict[str, Evaluation] = {}
+        self.documents = DocumentCache()
+        self.results = ResultCache(lambda: self.engine)
+        self.evaluations = Evaluations(self)
         self.episodes: dict[str, int] = {}  # uri -> episode opened by "Retrieve rules"
         self.attempts: dict[str, EvalResult] = {}  # uri -> last evaluation this server ran
         self.seen_attempts: dict[str, int | None] = {}  # uri -> attempt shown in lenses
+        self._watched_stamp: int | None = None
+        self._told_too_large: set[str] = set()
         self._watcher: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ engine
 
@@ -92,17 +96,44 @@ class SageLanguageServer(LanguageServer):
         """Returns at once: the engine is closed on the worker thread, after
         any evaluation in flight (closing the harness waits for it), so a
         shutdown request is answered before the client gives up on it."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            self._watcher = None
+        for task in [self._watcher, *self._background]:
+            if task is not None:
+                task.cancel()
+        self._watcher = None
         engine, self._engine = self._engine, None
-        if engine is not None:
-            self.worker.submit(engine.close)
-            self.worker.shutdown(wait=False)
+        self.evaluations.close(engine.close if engine is not None else None)
 
     async def in_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.worker, functools.partial(fn, *args, **kwargs))
+        return await self.evaluations.in_worker(fn, *args, **kwargs)
+
+    def progress(self, title: str) -> Progress:
+        return Progress(self, title)
+
+    # ---------------------------------------------------------------- settings
+
+    def apply_settings(self, raw: Any) -> None:
+        self.settings, problems = self.settings.updated(raw)
+        for problem in problems:
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"SAGE: {problem}"))
+
+    async def pull_settings(self) -> None:
+        """Ask for the `sage` section when the client answers `workspace/configuration`."""
+        caps = self.client_capabilities.workspace
+        if not (caps and caps.configuration):
+            return
+        try:
+            values = await asyncio.wait_for(self.workspace_configuration_async(
+                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])), CLIENT_REPLY_S)
+        except (asyncio.TimeoutError, JsonRpcException) as exc:
+            log.info("client did not send settings: %s", exc)
+            return
+        if values:
+            self.apply_settings(values[0])
+
+    def pull_settings_soon(self) -> None:
+        task = asyncio.get_running_loop().create_task(self.pull_settings())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # --------------------------------------------------------------- documents
 
@@ -116,14 +147,14 @@ class SageLanguageServer(LanguageServer):
         path = to_fs_path(doc.uri) if doc.uri.startswith("file:") else None
         return str(Path(path).resolve()) if path else None
 
-    @staticmethod
-    def language_of(doc: TextDocument) -> str:
-        return doc.language_id or ("python" if doc.uri.endswith(".py") else "cpp")
+    def name_of(self, doc: TextDocument) -> str:
+        return Path(self.path_of(doc) or doc.uri).name
+
+    def analysis(self, doc: TextDocument) -> Analysis:
+        return self.documents.analyse(doc, self.engine.config.max_candidate_chars)
 
     def kernels_in(self, doc: TextDocument) -> list[Kernel]:
-        if doc.language_id and doc.language_id not in KERNEL_LANGUAGES:
-            return []
-        return kernel_finder.find_kernels(doc.source, self.language_of(doc))
+        return list(self.analysis(doc).kernels)
 
     def task_of(self, doc: TextDocument) -> TaskLink | None:
         path = self.path_of(doc)
@@ -137,59 +168,76 @@ class SageLanguageServer(LanguageServer):
         link = self.task_of(doc)
         if link is None:
             raise InvalidInput(
-                f"no task set for {Path(self.path_of(doc) or doc.uri).name}: add '# sage: task=<task id or path>' "
+                f"no task set for {self.name_of(doc)}: add '# sage: task=<task id or path>' "
                 "at the top, map it in .sage/tasks.json, or run 'SAGE: Set task for this file'"
             )
         return link
 
     def last_result(self, doc: TextDocument) -> EvalResult | None:
+        """The newest stored result for the document's file, as of the last `results.check()`."""
         path = self.path_of(doc)
-        return self.engine.last_result(path) if path else None
+        return self.results.last_result(path) if path else None
 
-    def adopted_count(self, result: EvalResult) -> int:
-        if result.episode_id is None or result.attempt_id is None:
-            return 0
-        try:
-            episode = self.engine.get_episode(result.episode_id)
-        except NotFound:
-            return 0
-        return next((len(a.adopted_ids) for a in episode.attempt_list if a.id == result.attempt_id), 0)
+    def is_stale(self, doc: TextDocument, result: EvalResult) -> bool:
+        return result.candidate_hash != self.analysis(doc).digest
 
     def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]:
         link = self.task_of(doc)
+        running = self.evaluations.busy(doc.uri)
         if result is None:
             return {"uri": doc.uri, "task": link.task if link else None, "summary": "not evaluated yet",
-                    "stale": False, "result": None}
-        stale = views.is_stale(result, doc.source)
-        text = views.result_summary(result, stale=stale, adopted=self.adopted_count(result), created_at=result.created_at)
+                    "stale": False, "running": running, "result": None}
+        stale = self.is_stale(doc, result)
+        text = views.result_summary(result, stale=stale, adopted=self.results.adopted_count(result),
+                                    created_at=result.created_at)
         return {"uri": doc.uri, "task": link.task if link else result.task, "summary": text, "stale": stale,
-                "result": result.model_dump(mode="json")}
+                "running": running, "result": result.model_dump(mode="json")}
+
+    def stored_summary(self, doc: TextDocument) -> dict[str, Any]:
+        self.results.check()
+        return self.summary(doc, self.last_result(doc))
 
     # ------------------------------------------------------------- publishing
 
     def publish(self, doc: TextDocument, result: EvalResult | None) -> None:
-        diagnostics = views.to_lsp_diagnostics(result, self.kernels_in(doc), len(doc.lines)) if result else []
+        diagnostics = views.to_lsp_diagnostics(result, self.kernels_in(doc), len(doc.lines), doc.uri) if result else []
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics, version=doc.version)
         )
 
     def refresh_lenses(self) -> None:
+        """Ask the client to request lenses again, when it can be asked; any
+        other client sees the change on its next lens request."""
         caps = self.client_capabilities.workspace
         if caps and caps.code_lens and caps.code_lens.refresh_support:
             self.workspace_code_lens_refresh(None)
 
+    def evaluated(self, uri: str, result: EvalResult) -> None:
+        """An evaluation this server ran has been stored: show it."""
+        self.attempts[uri] = result
+        self.seen_attempts[uri] = result.attempt_id
+        current = self.workspace.text_documents.get(uri)
+        if current is not None:
+            self.publish(current, result)
+        self.refresh_lenses()
+
     def notice_new_results(self) -> None:
         """Pick up evaluations stored by other processes (an agent over MCP,
-        the CLI) for open documents: new diagnostics, fresh lenses."""
+        the CLI) for open documents: new diagnostics, fresh lenses. Reads
+        nothing but the change stamp while nothing changed."""
+        stamp = self.results.check()
+        if stamp == self._watched_stamp:
+            return
+        self._watched_stamp = stamp
         changed = False
         for uri, doc in list(self.workspace.text_documents.items()):
-            if not self.kernels_in(doc):
+            if not self.analysis(doc).kernels:
                 continue
             result = self.last_result(doc)
             attempt = result.attempt_id if result else None
             if self.seen_attempts.get(uri, attempt) != attempt and result is not None:
                 changed = True
-                if not views.is_stale(result, doc.source):
+                if not self.is_stale(doc, result):
                     self.publish(doc, result)
             self.seen_attempts[uri] = attempt
         if changed:
@@ -206,74 +254,21 @@ class SageLanguageServer(LanguageServer):
             except SageError as exc:
                 log.warning("could not check for new results: %s", exc)
 
-    # ----------------------------------------------------------- benchmarking
-
-    async def benchmark(self, doc: TextDocument, kernel: Kernel | None) -> dict[str, Any]:
-        if self.language_of(doc) != "python":
-            raise InvalidInput(
-                "SAGE evaluates Python candidate modules (class ModelNew); benchmark the .py file that builds this kernel"
-            )
-        link = self.require_task(doc)
-        text, path = doc.source, self.path_of(doc)
-        digest = views.content_hash(text)
-        running = self.running.get(doc.uri)
-        if running is not None and running.content_hash == digest:
-            result = await asyncio.shield(running.future)
-        else:
-            future = asyncio.get_running_loop().create_future()
-            self.running[doc.uri] = Evaluation(digest, future)
-            try:
-                result = await self._evaluate(doc, link, text, path, kernel)
-                future.set_result(result)
-            except asyncio.CancelledError:
-                future.cancel()
-                raise
-            except Exception as exc:
-                future.set_exception(exc)
-                future.exception()  # mark retrieved: a failure nobody coalesced onto is not "never retrieved"
-                raise
-            finally:
-                if self.running.get(doc.uri) is not None and self.running[doc.uri].future is future:
-                    del self.running[doc.uri]
-        self.attempts[doc.uri] = result
-        self.seen_attempts[doc.uri] = result.attempt_id
-        current = self.workspace.get_text_document(doc.uri)
-        self.publish(current, result)
-        self.refresh_lenses()
-        return self.summary(current, result)
-
-    async def _evaluate(self, doc: TextDocument, link: TaskLink, text: str, path: str | None,
-                        kernel: Kernel | None) -> EvalResult:
-        name = Path(path).name if path else doc.uri
-        what = f"{kernel.name} in {name}" if kernel and kernel.kind != "model" else name
-        episode = self.episodes.get(doc.uri)
-        if episode is not None and self.engine.get_episode(episode).status != "open":
-            # Closed elsewhere (idle timeout, adoption from another client):
-            # the evaluation still counts, just outside it.
-            self.episodes.pop(doc.uri, None)
-            episode = None
-        async with self.progress(f"SAGE: benchmarking {what}") as report:
-            return await self.in_worker(
-                self.engine.evaluate, text, link.task, candidate_path=path, progress=report, episode_id=episode
-            )
-
-    def progress(self, title: str) -> "_Progress":
-        return _Progress(self, title)
-
     # ------------------------------------------------------- what is shown
 
     def lenses(self, doc: TextDocument) -> list[types.CodeLens]:
         """The last result over each kernel (clicking benchmarks again), a
         "benchmark" lens before any result, "Set task…" when there is no task."""
-        found = self.kernels_in(doc)
-        if not found:
-            return []
         try:
+            found = self.kernels_in(doc)
+            if not found:
+                return []
+            self.results.check()
             link = self.task_of(doc)
             result = self.last_result(doc)
         except SageError as exc:
-            return [_lens(found[0].start_line, f"SAGE: {exc}", "sage.setTask", [doc.uri])]
-        if self.language_of(doc) != "python" and result is None:
+            return [_lens(0, f"SAGE: {exc}", "sage.setTask", [doc.uri])]
+        if language_of(doc) != "python" and result is None:
             return []  # C/C++ sources are evaluated through the Python module that builds them
         if result is not None:
             title = "SAGE: " + self.summary(doc, result)["summary"]
@@ -289,20 +284,34 @@ class SageLanguageServer(LanguageServer):
                 lenses.append(_lens(kernel.start_line, "SAGE: Set task…", "sage.setTask", [doc.uri]))
         return lenses
 
-    def hover(self, doc: TextDocument, line: int) -> str | None:
-        """Markdown for a kernel's class/def lines: resident rules and the top
-        items for its task (search_items: hovering opens no episode)."""
-        kernel = next((k for k in self.kernels_in(doc) if k.start_line <= line <= k.line), None)
+    def code_actions(self, doc: TextDocument, line: int) -> list[types.Command]:
+        """The lenses of the kernel at `line` as code actions, for clients
+        that show no lenses (helix) or users who prefer the action menu.
+        Plain commands: every client runs them the way it runs a lens."""
+        kernel = kernel_finder.kernel_at(self.kernels_in(doc), line)
         if kernel is None:
-            return None
+            return []
+        return [lens.command for lens in self.lenses(doc) if lens.range.start.line == kernel.start_line and lens.command]
+
+    def hover(self, doc: TextDocument, line: int) -> str | None:
+        """Markdown for a kernel's class/def lines: its last result (the whole
+        error when it failed), resident rules and the top items for its task
+        (search_items: hovering opens no episode)."""
         try:
+            kernel = next((k for k in self.kernels_in(doc) if k.start_line <= line <= k.line), None)
+            if kernel is None:
+                return None
+            self.results.check()
             link = self.task_of(doc)
+            result = self.last_result(doc)
             rules = self.engine.resident_rules()
             items = self.engine.search_items(self.task_query(link.task), k=5) if link else []
         except SageError as exc:
             return f"**SAGE**: {exc}"
         resident = {r.id for r in rules}
-        return views.hover_markdown(kernel, link.task if link else None, rules, [i for i in items if i.id not in resident])
+        last = (self.summary(doc, result)["summary"], result) if result is not None else None
+        return views.hover_markdown(kernel, link.task if link else None, rules,
+                                    [i for i in items if i.id not in resident], last)
 
     def task_query(self, task: str) -> str:
         try:
@@ -311,18 +320,62 @@ class SageLanguageServer(LanguageServer):
             return task  # free text or a task that does not load: search by its name
         return " ".join(filter(None, [t.name, t.operator, t.family, t.description]))
 
+    # ---------------------------------------------------------- open and save
+
     def on_open(self, doc: TextDocument) -> None:
         """Show the stored result's diagnostics when the file is unchanged since it was evaluated."""
-        if not self.kernels_in(doc):
-            return
         try:
+            analysis = self.analysis(doc)
+            if analysis.too_large:
+                self._tell_too_large(doc, analysis)
+            if not analysis.kernels:
+                return
+            self.results.check()
             result = self.last_result(doc)
         except SageError as exc:
             log.warning("no last result for %s: %s", doc.uri, exc)
             return
         self.seen_attempts[doc.uri] = result.attempt_id if result else None
-        if result is not None and not views.is_stale(result, doc.source):
+        if result is not None and not self.is_stale(doc, result):
             self.publish(doc, result)
+
+    def on_close(self, uri: str) -> None:
+        self.seen_attempts.pop(uri, None)
+        self.documents.forget(uri)
+        self._told_too_large.discard(uri)
+
+    def on_save(self, doc: TextDocument) -> None:
+        """The saved text may be what an agent evaluated from disk: show that
+        result; then benchmark it when `benchmarkOnSave` is on."""
+        self.on_open(doc)
+        if self.settings.benchmark_on_save:
+            self.evaluations.on_save(doc)
+
+    def _tell_too_large(self, doc: TextDocument, analysis: Analysis) -> None:
+        if doc.uri in self._told_too_large or language_of(doc) != "python":
+            return
+        self._told_too_large.add(doc.uri)
+        limit = self.engine.config.max_candidate_chars
+        self.window_log_message(types.LogMessageParams(
+            type=types.MessageType.Info,
+            message=f"SAGE: {self.name_of(doc)} has {analysis.chars:,} characters, over the {limit:,}-character "
+                    "candidate limit (SAGE_MAX_CANDIDATE_CHARS): no lenses, hover or benchmark for it"))
+
+    # ----------------------------------------------------------- task picker
+
+    async def pick_task(self, doc: TextDocument) -> str | None:
+        """Offer the bundled tasks through `window/showMessageRequest` (every
+        client has it); the chosen task's id, or None when dismissed."""
+        name = self.name_of(doc)
+        tasks = views.order_tasks(name, self.engine.list_tasks())
+        titles = {f"{t.id} · {t.name}": t.id for t in tasks}
+        choice = await self.window_show_message_request_async(types.ShowMessageRequestParams(
+            type=types.MessageType.Info,
+            message=f"SAGE: which task does {name} implement? (For a task file of your own, add "
+                    "'# sage: task=<path>' at the top.)",
+            actions=[types.MessageActionItem(title=t) for t in titles],
+        ))
+        return titles.get(choice.title) if choice is not None else None
 
     # ------------------------------------------------------ memory actions
 
@@ -347,11 +400,16 @@ class SageLanguageServer(LanguageServer):
         self.refresh_lenses()
         return report.model_dump(mode="json")
 
-    async def set_task(self, doc: TextDocument, task: str) -> dict[str, Any]:
+    async def set_task(self, doc: TextDocument, task: str | None) -> dict[str, Any]:
         """Write the `sage: task=` header through the editor (so it lands in
         the buffer and undo history), or map the file in .sage/tasks.json when
-        the client cannot apply edits."""
-        value = task.strip()
+        the client cannot apply edits. Without a task, offer the list first."""
+        value = (task or "").strip()
+        if not value:
+            picked = await self.pick_task(doc)
+            if picked is None:
+                return {"uri": doc.uri, "task": None, "via": None}
+            value = picked
         path = self.path_of(doc)
         resolved = kernel_finder.resolve_task_value(value, Path(path).parent) if path else value
         self.engine.get_task(resolved)  # a task that does not load is refused now, not at the first benchmark
@@ -380,48 +438,6 @@ class SageLanguageServer(LanguageServer):
         project = kernel_finder.write_project_mapping(root, relative, value)
         self.refresh_lenses()
         return {"uri": doc.uri, "task": resolved, "via": "project", "project_file": str(project)}
-
-
-class _Progress:
-    """Work-done progress when the client supports it; a no-op otherwise.
-    The callable it yields may be called from the worker thread."""
-
-    def __init__(self, ls: SageLanguageServer, title: str):
-        self.ls, self.title = ls, title
-        self.token: str | None = None
-
-    async def __aenter__(self) -> Callable[[float, float | None, str], None]:
-        window = self.ls.client_capabilities.window
-        if window and window.work_done_progress:
-            token = f"sage-{uuid.uuid4().hex[:12]}"
-            try:
-                await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
-                self.token = token
-                self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=self.title, percentage=0))
-            except (asyncio.TimeoutError, JsonRpcException) as exc:
-                log.info("client refused progress: %s", exc)
-        loop = asyncio.get_running_loop()
-
-        def report(done: float, total: float | None, message: str) -> None:
-            token = self.token
-            if token is None or loop.is_closed():
-                return
-            pct = int(100 * done / total) if total else None
-            value = types.WorkDoneProgressReport(message=message, percentage=pct)
-            try:
-                loop.call_soon_threadsafe(self.ls.work_done_progress.report, token, value)
-            except RuntimeError:
-                # The server shut down while this evaluation ran on: the
-                # client is gone, and the evaluation must still finish cleanly.
-                log.debug("progress after shutdown dropped: %s", message)
-
-        return report
-
-    async def __aexit__(self, *exc: object) -> None:
-        token, self.token = self.token, None
-        if token is not None:
-            self.ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done" if exc[0] is None else "stopped"))
-
 
 
 

@@ -4,13 +4,15 @@ code so each wording can be tested without a server."""
 
 from __future__ import annotations
 
+import re
 import time
+from typing import Sequence
 
 from lsprotocol import types
 
 from sage_engine.evaluation.hostinfo import candidate_hash
 from sage_engine.kernels import Kernel
-from sage_engine.models import Diagnostic, EvalResult, Item, ScoredItem
+from sage_engine.models import Diagnostic, EvalResult, Item, ScoredItem, TaskSummary
 
 SOURCE = "sage"
 # Compile-gate failures that belong to a whole kernel rather than one line.
@@ -20,6 +22,14 @@ _SEVERITY = {
     "warning": types.DiagnosticSeverity.Warning,
     "info": types.DiagnosticSeverity.Information,
 }
+# A lens and a diagnostic share the kernel's line in editors that draw both
+# as end-of-line text (neovim): each quotes at most this much of an error, and
+# the whole text goes to the diagnostic's related information and the hover.
+SHORT_CHARS = 90
+CASE_CHARS = 40  # the case's parameters inside that quote
+HOVER_DETAIL_CHARS = 4_000  # the hover's copy of the full error
+# "(atol=0.0001, rtol=0.0001, kernelbench)": settings, not the error.
+_SETTINGS = re.compile(r"\s*\([^()]*=[^()]*\)")
 
 
 def content_hash(text: str) -> str:
@@ -44,20 +54,65 @@ def ago(then: float | None, now: float | None = None) -> str | None:
     return None  # unreachable: seconds >= 60 here
 
 
+def shorten(text: str, limit: int = SHORT_CHARS) -> str:
+    """The first line of `text`, whitespace collapsed, cut to `limit` characters with an ellipsis."""
+    line = " ".join((text.strip().splitlines() or [""])[0].split())
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def failing_case(result: EvalResult) -> str | None:
+    """The first failing case, named as a user finds it in the task:
+    "case 2/3 (batch_size=512, dim=4096)", or "the default inputs"."""
+    first = next((c for c in result.cases if not c.ok), None)
+    if first is None:
+        return None
+    distinct: list[dict] = []
+    for c in result.cases:
+        if c.case not in distinct:
+            distinct.append(c.case)
+    params = ", ".join(f"{k}={v}" for k, v in first.case.items())
+    if not params and len(distinct) == 1:
+        return "the default inputs"
+    label = f"case {distinct.index(first.case) + 1}/{len(distinct)}"
+    return f"{label} ({shorten(params, CASE_CHARS)})" if params else label
+
+
+def primary_diagnostic(result: EvalResult) -> Diagnostic | None:
+    """The error a failed result is about: its first error diagnostic."""
+    return next((d for d in result.diagnostics if d.severity == "error"), None)
+
+
+def failure_headline(result: EvalResult) -> str | None:
+    """The short error that the lens and the diagnostic both quote, naming
+    the failing case: "incorrect on case 2/3 (dim=4096): output: 2048 of 2048
+    elements exceed tolerance". None for a correct result."""
+    if result.correct:
+        return None
+    status = result.status.replace("_", " ")
+    if result.status == "incorrect":
+        clause = shorten(_SETTINGS.sub("", (result.mismatch or result.message).split("; ")[0]))
+        if not clause and result.max_abs_error is not None:
+            clause = f"max abs err {result.max_abs_error:.1e}"
+        case = failing_case(result)
+        head = f"incorrect on {case}" if case else "incorrect"
+        return f"{head}: {clause}" if clause else head
+    primary = primary_diagnostic(result)
+    detail = primary.message if primary is not None else result.message
+    return f"{status}: {shorten(detail)}" if detail.strip() and shorten(detail) != status else status
+
+
 def result_summary(
     result: EvalResult, *, stale: bool = False, adopted: int = 0, created_at: float | None = None,
     now: float | None = None,
 ) -> str:
     """One line for a lens or a status bar, e.g.
-    "2.31x vs reference · correct · cpu · 3 min ago · 2 rules adopted"."""
+    "2.31x vs reference · correct · cpu · 3 min ago · 2 rules adopted" or
+    "incorrect on case 1/3 (dim=1000): output: 16000 of 16000 elements exceed tolerance · cpu"."""
     if result.correct:
         head = f"{result.speedup:.2f}x vs reference · correct" if result.speedup is not None else "correct"
         parts = [head]
-    elif result.status == "incorrect":
-        err = f" · max abs err {result.max_abs_error:.1e}" if result.max_abs_error is not None else ""
-        parts = [f"incorrect{err}"]
     else:
-        parts = [result.status.replace("_", " ")]
+        parts = [failure_headline(result) or result.status]
     parts.append(result.backend)
     if (when := ago(created_at, now)) is not None:
         parts.append(when)
@@ -70,44 +125,46 @@ def result_summary(
     return " · ".join(parts)
 
 
-def to_lsp_diagnostics(result: EvalResult, kernels: list[Kernel], line_count: int) -> list[types.Diagnostic]:
+def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count: int,
+                       uri: str = "") -> list[types.Diagnostic]:
     """EvalResult diagnostics as LSP diagnostics. Lines are 1-based in the
     result; a compile-gate error that names a kernel but no line goes on that
     kernel's def line; anything else without a line goes on the first kernel
-    (or the top of the file) so it is never silently dropped."""
+    (or the top of the file) so it is never silently dropped. A mismatch reads
+    as the lens's headline; a long message is cut, whole in relatedInformation."""
     out = []
+    headline = failure_headline(result)
     for d in result.diagnostics:
         line = _diagnostic_line(d, kernels, line_count)
         end_line = max(line, min((d.end_line or d.line or line + 1) - 1, line_count - 1)) if d.line else line
         start_char = max(0, (d.column or 1) - 1) if d.line else 0
-        out.append(
-            types.Diagnostic(
-                range=types.Range(
-                    start=types.Position(line=line, character=start_char),
-                    # Character 10_000: to the end of the line without knowing its length.
-                    end=types.Position(line=end_line, character=10_000),
-                ),
-                message=d.message,
-                severity=_SEVERITY.get(d.severity, types.DiagnosticSeverity.Error),
-                source=SOURCE,
-                code=d.category,
-            )
+        at = types.Range(
+            start=types.Position(line=line, character=start_char),
+            # Character 10_000: to the end of the line without knowing its length.
+            end=types.Position(line=end_line, character=10_000),
         )
+        if d.category == "mismatch" and headline:
+            message, full = headline, result.message or d.message
+        else:
+            message, full = shorten(d.message), d.message
+        out.append(_diagnostic(at, message, full, uri, _SEVERITY.get(d.severity, types.DiagnosticSeverity.Error), d.category))
     if not out and not result.correct and result.status in ("incorrect", "runtime_error", "timeout", "crashed", "rejected", "compile_error"):
         # A failure the harness could not pin to a line still belongs in the Problems panel.
         kernel = next((k for k in kernels if k.kind == "model"), kernels[0] if kernels else None)
         line = kernel.line if kernel else 0
-        message = result.mismatch or result.message or result.status.replace("_", " ")
-        out.append(
-            types.Diagnostic(
-                range=types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=10_000)),
-                message=f"{result.status.replace('_', ' ')}: {message}" if message != result.status.replace("_", " ") else message,
-                severity=types.DiagnosticSeverity.Error,
-                source=SOURCE,
-                code=result.status,
-            )
-        )
+        at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=10_000))
+        out.append(_diagnostic(at, headline or result.status, result.message, uri, types.DiagnosticSeverity.Error,
+                               result.status))
     return out
+
+
+def _diagnostic(at: types.Range, message: str, full: str, uri: str, severity: types.DiagnosticSeverity,
+                code: str) -> types.Diagnostic:
+    related = None
+    if uri and full.strip() and full.strip() != message:
+        related = [types.DiagnosticRelatedInformation(location=types.Location(uri=uri, range=at), message=full.strip())]
+    return types.Diagnostic(range=at, message=message, severity=severity, source=SOURCE, code=code,
+                            related_information=related)
 
 
 def _diagnostic_line(d: Diagnostic, kernels: list[Kernel], line_count: int) -> int:
@@ -125,11 +182,24 @@ def _diagnostic_line(d: Diagnostic, kernels: list[Kernel], line_count: int) -> i
     return kernels[0].line if kernels else 0
 
 
-def hover_markdown(kernel: Kernel, task: str | None, rules: list[Item], items: list[ScoredItem]) -> str:
-    """Resident rules and the top items for the kernel's task, with the
-    numbers that say whether they have helped before."""
+def hover_markdown(kernel: Kernel, task: str | None, rules: list[Item], items: list[ScoredItem],
+                   last: tuple[str, EvalResult] | None = None) -> str:
+    """The last result (the whole error when it failed), then the resident
+    rules and the top items for the kernel's task, with the numbers that say
+    whether they have helped before. `last` is (summary line, result)."""
     kind = {"model": "candidate module", "triton": "Triton kernel", "ascend_c": "Ascend C kernel"}[kernel.kind]
     lines = [f"**SAGE** · `{kernel.name}` ({kind})" + (f" · task `{task}`" if task else ""), ""]
+    if last is not None:
+        summary, result = last
+        lines.append(f"**Last result**: {_md(summary)}")
+        if not result.correct and result.message.strip():
+            detail = result.message.strip()
+            if len(detail) > HOVER_DETAIL_CHARS:
+                detail = detail[:HOVER_DETAIL_CHARS] + " …"
+            # A fence longer than any backtick run in the text, so the text cannot end it.
+            fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", detail)), default=0))
+            lines += ["", f"{fence}text", detail, fence]
+        lines.append("")
     if not task:
         lines += ["No task set for this file. Add `# sage: task=<id or path>` at the top, or use *Set task…*.", ""]
     lines.append("**Resident rules**")
@@ -155,3 +225,17 @@ def _md(text: str) -> str:
     for ch in "\\`*_[]<>#|":
         out = out.replace(ch, "\\" + ch)
     return out
+
+
+def order_tasks(file_name: str, tasks: Sequence[TaskSummary]) -> list[TaskSummary]:
+    """Bundled tasks for a picker, the ones whose id shares words with the
+    file's name first, closest first ("softmax_v2.py": softmax, then
+    log_softmax and masked_softmax), then the rest by id."""
+    words = set(re.split(r"[^a-z0-9]+", file_name.lower().rsplit(".", 1)[0])) - {""}
+
+    def key(t: TaskSummary) -> tuple[int, int, str]:
+        tokens = set(re.split(r"[^a-z0-9]+", t.id.lower())) - {""}
+        shared = len(words & tokens)
+        return (-shared, len(tokens - words) if shared else 0, t.id)
+
+    return sorted(tasks, key=key)

@@ -18,7 +18,8 @@ from sage_engine.errors import SageError
 
 # Piped output (scripts, CI logs) has no terminal width; don't squeeze tables into 80 columns.
 console = Console(stderr=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True)
+# Messages are not wrapped: a long path must stay on one line for whoever greps the output.
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 class State:

@@ -1,5 +1,6 @@
-"""A real `sage-lsp` subprocess over stdio, driven by pytest-lsp with VS Code's
-client capabilities, on a real SQLite file in tmp_path."""
+"""A real `sage-lsp` subprocess over stdio, driven by pytest-lsp with a chosen
+client's capabilities (VS Code unless a test says otherwise), on a real SQLite
+file in tmp_path."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 import pytest_asyncio
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import make_test_lsp_client
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
+from pygls.protocol import default_converter
 
 from tests.lsp.support import FAST_ENV, TASK, Workspace
 
@@ -23,9 +25,19 @@ def workspace(tmp_path: Path) -> Workspace:
     return ws
 
 
-def _client_factory(received: dict[str, list]):
+def _client_factory(ws: Workspace):
+    received = ws.received
+
     def make() -> LanguageClient:
-        client = make_test_lsp_client()
+        client = LanguageClient(converter_factory=default_converter)
+        # pytest-lsp's own handlers, except configuration: answered below, and recorded.
+        register_lsp_features(client, {k: v for k, v in DEFAULT_CLIENT_FEATURES.items()
+                                       if k != types.WORKSPACE_CONFIGURATION})
+
+        @client.feature(types.WORKSPACE_CONFIGURATION)
+        def configuration(ls: LanguageClient, params: types.ConfigurationParams) -> list:
+            ws.pulls.put_nowait(params)
+            return [ls.get_configuration(section=i.section, scope_uri=i.scope_uri) for i in params.items]
 
         @client.feature(types.WORKSPACE_CODE_LENS_REFRESH)
         def code_lens_refresh(ls: LanguageClient, params: None) -> None:
@@ -36,29 +48,56 @@ def _client_factory(received: dict[str, list]):
             received.setdefault("edits", []).append(params)
             return types.ApplyWorkspaceEditResult(applied=True)
 
+        @client.feature(types.WINDOW_SHOW_MESSAGE_REQUEST)
+        def show_message_request(ls: LanguageClient, params: types.ShowMessageRequestParams):
+            """Answer as a user would: the action whose title starts with `ws.pick`, or dismiss."""
+            received.setdefault("asked", []).append(params)
+            return next((a for a in params.actions or [] if ws.pick and a.title.startswith(ws.pick + " ")), None)
+
         return client
 
     return make
 
 
 @pytest_asyncio.fixture
-async def lsp(workspace: Workspace):
-    env = {**os.environ, **FAST_ENV, "SAGE_CACHE_DIR": str(workspace.root / ".cache")}
-    config = ClientServerConfig(
-        server_command=[sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db), "--poll-seconds", "0.2"],
-        server_env=env,
-        client_factory=_client_factory(workspace.received),
-    )
-    client = await config.start()
-    await client.initialize_session(
-        types.InitializeParams(
-            capabilities=client_capabilities("visual-studio-code"),
-            root_uri=workspace.root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=workspace.root.as_uri(), name="ws")],
+async def start_lsp(workspace: Workspace):
+    """Start `sage-lsp` over stdio as a given client would: its capabilities,
+    initializationOptions, extra environment and poll period. Every server
+    started is shut down and stopped at teardown."""
+    started: list[LanguageClient] = []
+
+    async def start(capabilities: str = "visual-studio-code", *, init_options=None, env=None,
+                    poll: float = 0.2, configuration=None, command: list[str] | None = None) -> LanguageClient:
+        config = ClientServerConfig(
+            server_command=command or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db),
+                                       "--poll-seconds", str(poll)],
+            server_env={**os.environ, **FAST_ENV, "SAGE_CACHE_DIR": str(workspace.root / ".cache"), **(env or {})},
+            client_factory=_client_factory(workspace),
         )
-    )
-    yield client
-    await client.shutdown_session()
-    await client.stop()
-    if client.error is not None:
-        raise client.error
+        client = await config.start()
+        started.append(client)
+        if configuration is not None:
+            client.set_configuration(configuration)
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities(capabilities),
+                root_uri=workspace.root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=workspace.root.as_uri(), name="ws")],
+                initialization_options=init_options,
+            )
+        )
+        return client
+
+    yield start
+    for client in started:
+        await client.shutdown_session()
+        await client.stop()
+    for client in started:
+        if client.error is not None:
+            raise client.error
+
+
+@pytest_asyncio.fixture
+async def lsp(start_lsp):
+    """The server as VS Code drives it."""
+    return await start_lsp()

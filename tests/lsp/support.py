@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,8 @@ class Workspace:
     root: Path
     db: Path
     received: dict[str, list] = field(default_factory=dict)
+    pick: str | None = None  # the task a "user" picks when the server offers the list
+    pulls: asyncio.Queue = field(default_factory=asyncio.Queue)  # configuration requests, as they arrive
 
     def write(self, name: str, text: str) -> Path:
         path = self.root / name

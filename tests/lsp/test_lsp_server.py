@@ -56,16 +56,25 @@ async def test_benchmark_command_evaluates_reports_progress_and_refreshes_lenses
     assert list(lsp.diagnostics[uri]) == []  # a correct kernel clears the Problems panel
 
 
-async def test_failing_candidate_gets_a_sage_diagnostic(lsp, workspace):
+async def test_failing_candidate_gets_a_diagnostic_that_quotes_the_lens_and_names_the_case(lsp, workspace):
     path = workspace.write("kernels/wrong.py", WRONG)
     uri = open_doc(lsp, path)
     summary = await asyncio.wait_for(execute(lsp, "sage.benchmark", uri), BOUND_S)
     assert summary["result"]["status"] == "incorrect"
-    assert summary["summary"].startswith("incorrect · max abs err")
+    headline = "incorrect on the default inputs: output: 2048 of 2048 elements exceed tolerance"
+    assert summary["summary"].startswith(headline + " · cpu")
     # Published before the command's response, so already here.
     (diag,) = lsp.diagnostics[uri]
     assert diag.source == "sage" and diag.severity == types.DiagnosticSeverity.Error
     assert WRONG.splitlines()[diag.range.start.line].startswith("class ModelNew")
+    (lens,) = await lenses(lsp, uri)
+    assert diag.message == headline and headline in lens.command.title
+    # The whole mismatch (index, values, tolerances) is one step away, not on the line.
+    (related,) = diag.related_information
+    assert related.message == summary["result"]["message"] and "first at index" in related.message
+    hover = await lsp.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    assert summary["result"]["message"] in hover.contents.value
 
 
 async def test_compile_error_is_placed_on_its_line(lsp, workspace):

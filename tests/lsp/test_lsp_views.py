@@ -5,8 +5,18 @@ from __future__ import annotations
 from lsprotocol import types
 
 from sage_engine.kernels import find_kernels
-from sage_engine.models import Diagnostic, EvalResult, ScoredItem
-from sage_mcp.lsp_views import ago, content_hash, hover_markdown, is_stale, result_summary, to_lsp_diagnostics
+from sage_engine.models import CaseResult, Diagnostic, EvalResult, ScoredItem, TaskSummary
+from sage_mcp.lsp_views import (
+    SHORT_CHARS,
+    ago,
+    content_hash,
+    failure_headline,
+    hover_markdown,
+    is_stale,
+    order_tasks,
+    result_summary,
+    to_lsp_diagnostics,
+)
 
 SOURCE = '''import triton
 
@@ -30,9 +40,58 @@ def test_correct_result_reads_as_speedup_status_backend_age_and_adoptions():
     assert text == "2.31x vs reference · correct · cpu · 3 min ago · 2 rules adopted"
 
 
-def test_incorrect_result_shows_the_max_abs_error():
+def test_incorrect_result_without_a_message_shows_the_max_abs_error():
     text = result_summary(_result(status="incorrect", correct=False, max_abs_error=0.0312))
-    assert text == "incorrect · max abs err 3.1e-02 · cpu"
+    assert text == "incorrect: max abs err 3.1e-02 · cpu"
+
+
+# As the harness words it: the failing case's first output clause, then the detail.
+LONG_MISMATCH = ("output: 16000 of 16000 elements exceed tolerance (atol=0.0001, rtol=0.0001, kernelbench); "
+                 "first at index (0, 0): got 0.0100005, expected 4.57766e-07; max abs error 0.01, max rel error 9.99e+04")
+CASES = [{"batch_size": 16, "dim": 1000}, {"batch_size": 512, "dim": 4096}, {"batch_size": 32, "dim": 4096, "dtype": "float16"}]
+
+
+def _mismatch(fail_at: int) -> EvalResult:
+    rows = [CaseResult(case=c, trial=t, ok=i < fail_at, message="" if i < fail_at else LONG_MISMATCH)
+            for i, c in enumerate(CASES) for t in range(2)]
+    return _result(status="incorrect", correct=False, mismatch=LONG_MISMATCH, cases=rows,
+                   message=f"case {CASES[fail_at]} trial 0: {LONG_MISMATCH}",
+                   diagnostics=[Diagnostic(category="mismatch", message=LONG_MISMATCH)])
+
+
+def test_the_lens_and_the_diagnostic_quote_one_short_error_naming_the_failing_case():
+    result = _mismatch(fail_at=1)
+    headline = failure_headline(result)
+    assert headline == "incorrect on case 2/3 (batch_size=512, dim=4096): output: 16000 of 16000 elements exceed tolerance"
+    (d,) = to_lsp_diagnostics(result, find_kernels(SOURCE), len(SOURCE.splitlines()), "file:///k.py")
+    assert d.message == headline and result_summary(result).startswith(headline + " · cpu")
+    # The detail the line leaves out is in the related information, whole.
+    (related,) = d.related_information
+    assert related.message == result.message and related.location.uri == "file:///k.py"
+
+
+def test_a_long_error_is_cut_on_the_line_and_kept_whole_beside_it():
+    message = "RuntimeError: " + "shape mismatch " * 30
+    result = _result(status="runtime_error", correct=False, message=message,
+                     diagnostics=[Diagnostic(line=8, category="runtime", message=message)])
+    (d,) = to_lsp_diagnostics(result, find_kernels(SOURCE), 8, "file:///k.py")
+    assert len(d.message) <= SHORT_CHARS and d.message.endswith("…")
+    assert d.related_information[0].message == message.strip()
+    assert failure_headline(result) == f"runtime error: {d.message}"
+    assert len(result_summary(result)) < 2 * SHORT_CHARS
+
+
+def test_hover_shows_the_whole_error_of_the_last_result():
+    result = _mismatch(fail_at=0)
+    md = hover_markdown(find_kernels(SOURCE)[1], "softmax", [], [], (result_summary(result), result))
+    assert "**Last result**: incorrect on case 1/3" in md and result.message in md
+
+
+def test_task_picker_puts_tasks_named_like_the_file_first():
+    tasks = [TaskSummary(id=i, name=i, operator=i, family="f", level=1)
+             for i in ("gelu", "log_softmax", "matmul", "softmax", "masked_softmax")]
+    assert [t.id for t in order_tasks("softmax_v2.py", tasks)][:3] == ["softmax", "log_softmax", "masked_softmax"]
+    assert [t.id for t in order_tasks("kernel.py", tasks)] == sorted(t.id for t in tasks)
 
 
 def test_edited_source_is_stale():

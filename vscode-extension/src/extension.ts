@@ -6,7 +6,7 @@ import { loadServerInfo, ServerCommand } from './constants';
 import { registerMcpServer } from './mcp';
 import { findInterpreter } from './python';
 import { asSageServer, createClient, SageServer } from './server';
-import { getSettings, RESTART_KEYS } from './settings';
+import { getSettings, languageServerSettings, LIVE_KEYS, RESTART_KEYS } from './settings';
 import { ResultStatus } from './statusBar';
 import type { ResultSummary } from './types';
 import {
@@ -64,6 +64,10 @@ export async function activate(context: ExtensionContext): Promise<void> {
             if (RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
                 mcp.changed();
                 void restart();
+            } else if (client && LIVE_KEYS.some((key) => e.affectsConfiguration(key))) {
+                void client.sendNotification('workspace/didChangeConfiguration', {
+                    settings: { sage: languageServerSettings(settings()) },
+                });
             }
         }),
     );

@@ -2,7 +2,7 @@ import type { LogOutputChannel } from 'vscode';
 import { LanguageClient, LanguageClientOptions, Middleware, ServerOptions, TransportKind } from 'vscode-languageclient/node';
 import type { ServerInfo } from './constants';
 import type { SageSettings } from './settings';
-import { serverEnvironment } from './settings';
+import { languageServerSettings, serverEnvironment } from './settings';
 
 /** The files SAGE looks for kernels in: Python candidates and C/C++ (Ascend C) sources. */
 export const DOCUMENT_SELECTOR = [
@@ -38,6 +38,7 @@ export function createClient(info: ServerInfo, launch: ServerLaunch): LanguageCl
         outputChannel: launch.outputChannel,
         traceOutputChannel: launch.outputChannel,
         middleware: launch.middleware,
+        initializationOptions: languageServerSettings(launch.settings),
     };
     return new LanguageClient(info.id, info.name, serverOptions(info, launch), clientOptions);
 }

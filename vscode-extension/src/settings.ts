@@ -10,6 +10,8 @@ export interface SageSettings {
     backend: string;
     /** Ascend chip for the compile gate (SAGE_CHIP); empty means SAGE's default. */
     chip: string;
+    /** Evaluate a candidate on every save; the language server reads it. */
+    benchmarkOnSave: boolean;
 }
 
 export function getSettings(scope?: ConfigurationScope, workspaceFolder?: string): SageSettings {
@@ -20,6 +22,7 @@ export function getSettings(scope?: ConfigurationScope, workspaceFolder?: string
         databasePath: read('databasePath'),
         backend: read('backend'),
         chip: read('chip'),
+        benchmarkOnSave: config.get<boolean>('benchmarkOnSave') === true,
     };
 }
 
@@ -54,5 +57,16 @@ export function serverEnvironment(settings: SageSettings): Record<string, string
     return env;
 }
 
+/**
+ * The `sage` section the language server reads (as initializationOptions at
+ * start, and in workspace/didChangeConfiguration when it changes).
+ */
+export function languageServerSettings(settings: SageSettings): { benchmarkOnSave: boolean } {
+    return { benchmarkOnSave: settings.benchmarkOnSave };
+}
+
 /** Settings whose change needs the servers restarted. */
 export const RESTART_KEYS = ['sage.pythonPath', 'sage.databasePath', 'sage.backend', 'sage.chip'];
+
+/** Settings sent to the running language server instead. */
+export const LIVE_KEYS = ['sage.benchmarkOnSave'];

@@ -237,6 +237,17 @@ test('changing the database setting restarts the server and tells VS Code the MC
     assert.equal(definition.env.SAGE_DB, '/data/team.db');
 });
 
+test('benchmark on save is off by default and reaches the server at start and on change, without a restart', async () => {
+    assert.equal(pkg.contributes.configuration.properties['sage.benchmarkOnSave'].default, false);
+    await activate();
+    const client = LanguageClient.instances.at(-1);
+    assert.deepEqual(client.clientOptions.initializationOptions, { benchmarkOnSave: false });
+    stub.state.configuration['sage.benchmarkOnSave'] = true;
+    stub.changeConfiguration(['sage.benchmarkOnSave']);
+    assert.equal(LanguageClient.instances.length, 1, 'no restart');
+    assert.deepEqual(client.sent, [{ method: 'workspace/didChangeConfiguration', params: { settings: { sage: { benchmarkOnSave: true } } } }]);
+});
+
 test('restart server stops the running client and starts a new one', async () => {
     await activate();
     const first = LanguageClient.instances.at(-1);

@@ -22,7 +22,8 @@ class LanguageClient {
         this.requests = [];
         this.started = false;
         this.stopped = false;
-        this.notifications = [];
+        this.notifications = []; // from the server (stdio mode)
+        this.sent = []; // notifications the extension sent
         instances.push(this);
     }
 
@@ -54,6 +55,13 @@ class LanguageClient {
         return LanguageClient.respond(method, params);
     }
 
+    async sendNotification(method, params) {
+        this.sent.push({ method, params });
+        if (this.connection) {
+            await this.connection.sendNotification(method, params);
+        }
+    }
+
     async _startStdio() {
         const { command, args, options } = this.serverOptions;
         const proc = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
@@ -72,6 +80,7 @@ class LanguageClient {
             processId: process.pid,
             rootUri: root ? `file://${root}` : null,
             workspaceFolders: root ? [{ uri: `file://${root}`, name: 'ws' }] : null,
+            initializationOptions: this.clientOptions.initializationOptions,
             capabilities: {
                 window: { workDoneProgress: true },
                 workspace: { codeLens: { refreshSupport: true }, applyEdit: true },

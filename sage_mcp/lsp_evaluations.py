@@ -1,0 +1,188 @@
+"""Evaluations started from the editor: one worker thread, so evaluations
+never overlap and disturb each other's timings; identical requests (a double
+click) share one evaluation; a save can start one (`benchmarkOnSave`).
+
+An evaluation runs as its own task: when it ends its diagnostics are published
+and lenses refreshed, whether a request waits for it or a save started it,
+and a cancelled request does not throw away a result the worker is computing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from lsprotocol import types
+from pygls.workspace import TextDocument
+
+from sage_engine.errors import InvalidInput, SageError
+from sage_engine.kernels import Kernel, TaskLink
+from sage_engine.models import EvalResult
+from sage_mcp.lsp_documents import language_of
+
+if TYPE_CHECKING:
+    from sage_mcp.lsp_server import SageLanguageServer
+
+log = logging.getLogger("sage.lsp")
+T = TypeVar("T")
+
+
+@dataclass
+class Evaluation:
+    """One evaluation in flight, shared by identical requests."""
+
+    content_hash: str
+    future: asyncio.Future
+
+
+class Evaluations:
+    def __init__(self, ls: "SageLanguageServer"):
+        self.ls = ls
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sage-eval")
+        self.running: dict[str, Evaluation] = {}  # uri -> evaluation in flight
+        self.saved: dict[str, TextDocument] = {}  # uri -> saved text waiting for its benchmark
+        self._save_loops: dict[str, asyncio.Task] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    async def in_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.worker, functools.partial(fn, *args, **kwargs))
+
+    def busy(self, uri: str) -> bool:
+        """An evaluation of this document runs or waits for its turn."""
+        return uri in self.running or uri in self.saved
+
+    def close(self, on_worker: Callable[[], None] | None) -> None:
+        """Stop waiting for evaluations; `on_worker` runs after the one in flight."""
+        for task in [*self._save_loops.values(), *self._tasks]:
+            task.cancel()
+        if on_worker is not None:
+            self.worker.submit(on_worker)
+        self.worker.shutdown(wait=False)
+
+    # ---------------------------------------------------------------- start
+
+    def check(self, doc: TextDocument) -> TaskLink:
+        """The document's task, or why it cannot be benchmarked."""
+        if language_of(doc) != "python":
+            raise InvalidInput(
+                "SAGE evaluates Python candidate modules (class ModelNew); benchmark the .py file that builds this kernel"
+            )
+        analysis = self.ls.analysis(doc)
+        if analysis.too_large:
+            limit = self.ls.engine.config.max_candidate_chars
+            raise InvalidInput(
+                f"{self.ls.name_of(doc)} has {analysis.chars:,} characters; SAGE evaluates candidates of up to "
+                f"{limit:,} (SAGE_MAX_CANDIDATE_CHARS)"
+            )
+        return self.ls.require_task(doc)
+
+    def start(self, doc: TextDocument, kernel: Kernel | None) -> asyncio.Future:
+        """Start evaluating the document's text now (or join the evaluation of
+        the same text already in flight); the future holds the EvalResult."""
+        link = self.check(doc)
+        digest = self.ls.analysis(doc).digest
+        running = self.running.get(doc.uri)
+        if running is not None and running.content_hash == digest:
+            return running.future
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self.running[doc.uri] = Evaluation(digest, future)
+        task = loop.create_task(self._run(doc.uri, doc.source, link, self.ls.path_of(doc), kernel, future))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return future
+
+    async def benchmark(self, doc: TextDocument, kernel: Kernel | None) -> dict[str, Any]:
+        # Shielded: a cancelled request leaves the evaluation to finish and be shown.
+        result = await asyncio.shield(self.start(doc, kernel))
+        return self.ls.summary(self.ls.workspace.get_text_document(doc.uri), result)
+
+    async def _run(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None,
+                   future: asyncio.Future) -> None:
+        try:
+            result = await self._evaluate(uri, text, link, path, kernel)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            # The request waiting for it answers with the error; a save logs it.
+            future.set_exception(exc)
+            future.exception()  # retrieved: a failure nobody waited for is not "never retrieved"
+            return
+        finally:
+            if self.running.get(uri) is not None and self.running[uri].future is future:
+                del self.running[uri]
+        future.set_result(result)
+        self.ls.evaluated(uri, result)
+
+    async def _evaluate(self, uri: str, text: str, link: TaskLink, path: str | None,
+                        kernel: Kernel | None) -> EvalResult:
+        name = Path(path).name if path else uri
+        what = f"{kernel.name} in {name}" if kernel and kernel.kind != "model" else name
+        engine = self.ls.engine
+        episode = self.ls.episodes.get(uri)
+        if episode is not None and engine.get_episode(episode).status != "open":
+            # Closed elsewhere (idle timeout, adoption from another client):
+            # the evaluation still counts, just outside it.
+            self.ls.episodes.pop(uri, None)
+            episode = None
+        async with self.ls.progress(f"SAGE: benchmarking {what}") as report:
+            return await self.in_worker(
+                engine.evaluate, text, link.task, candidate_path=path, progress=report, episode_id=episode
+            )
+
+    # ----------------------------------------------------------------- save
+
+    def on_save(self, doc: TextDocument) -> bool:
+        """Benchmark the saved text; True when an evaluation started or was
+        queued. While one runs, later saves collapse into one evaluation of
+        the latest saved text, after it."""
+        try:
+            self.check(doc)
+        except SageError as exc:
+            # A save is not a request: say why nothing runs, without a popup.
+            log.info("not benchmarking %s on save: %s", doc.uri, exc)
+            return False
+        if not self.ls.analysis(doc).kernels:
+            return False
+        # A snapshot: edits typed after the save are not part of this evaluation.
+        snapshot = TextDocument(doc.uri, doc.source, version=doc.version, language_id=doc.language_id)
+        if doc.uri in self._save_loops:
+            self.saved[doc.uri] = snapshot
+        else:
+            # Started here, not in the task: the next message already sees it running.
+            first = self.start(snapshot, None)
+            self._save_loops[doc.uri] = asyncio.get_running_loop().create_task(self._benchmark_saved(snapshot, first))
+        return True
+
+    async def _benchmark_saved(self, snapshot: TextDocument, first: asyncio.Future) -> None:
+        uri = snapshot.uri
+        try:
+            running: asyncio.Future | None = first
+            while running is not None:
+                try:
+                    await asyncio.shield(running)
+                except SageError as exc:
+                    self.ls.window_show_message(types.ShowMessageParams(
+                        type=types.MessageType.Warning,
+                        message=f"SAGE: benchmark on save of {self.ls.name_of(snapshot)}: {exc}"))
+                except Exception:
+                    log.exception("benchmark on save of %s failed", uri)  # the next save tries again
+                snapshot = self.saved.pop(uri, None)
+                running = self._start_saved(snapshot) if snapshot is not None else None
+        finally:
+            self._save_loops.pop(uri, None)
+
+    def _start_saved(self, snapshot: TextDocument) -> asyncio.Future:
+        try:
+            return self.start(snapshot, None)
+        except SageError as exc:  # the task header went away between save and turn
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
