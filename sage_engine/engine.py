@@ -242,7 +242,7 @@ class Engine:
     def evaluate(
         self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
         adopted: Sequence[Adoption] = (), trials: int | None = None, progress: Progress | None = None,
-        candidate_path: str | None = None,
+        candidate_path: str | None = None, cancel: Any = None,
     ) -> EvalResult:
         source, path = self.resolve_candidate(candidate)
         candidate_path = candidate_path or path
@@ -261,7 +261,9 @@ class Engine:
                 )
         elif adopted:
             raise InvalidInput("adopted_ids need an episode_id: pass the one retrieve_rules returned")
-        result = self.harness.evaluate(the_task, source, backend=backend or self.config.backend, trials=trials, progress=progress)
+        # `cancel` (a threading.Event) kills the evaluation; the harness then raises and nothing is recorded.
+        result = self.harness.evaluate(the_task, source, backend=backend or self.config.backend, trials=trials,
+                                       progress=progress, cancel=cancel)
         return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path)
 
     def record_result(
@@ -384,6 +386,12 @@ class Engine:
 
     def task_source(self, task_id: str) -> str:
         return self.load_task(task_id).reference_source
+
+    def confinement(self):
+        """How candidates are contained on this host: bubblewrap, or limits-only with the fix (probed once)."""
+        from sage_engine.evaluation.confine import probe
+
+        return probe(self.config.sandbox_confinement, self.config.sandbox_bwrap)
 
     def backends(self) -> list:
         from sage_engine.evaluation.backends.base import list_backends
