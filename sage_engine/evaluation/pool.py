@@ -12,7 +12,8 @@ own worker, so a hung candidate holds only its caller's slot. Timing is what
 concurrency spoils, so it takes turns: one timing phase at a time per host
 (a file lock under the temp dir, shared by every SAGE process), and while
 one evaluation of this process times, the others of this process are
-paused (SIGSTOP) and their deadlines stopped; correctness work overlaps.
+paused (SIGSTOP) and their deadlines stopped, for at most
+`Config.timing_pause_max_s`; correctness work overlaps.
 
 A candidate's build folder (C++ extensions, Triton caches) is private: the
 sandbox sees the cache read-only and a writable copy of only this
@@ -28,6 +29,7 @@ import fcntl
 import json
 import logging
 import os
+import queue
 import re
 import select
 import shutil
@@ -179,6 +181,7 @@ class Sandboxing:
     readable: tuple[str, ...] = ()  # needed by every worker (the cache dir, SAGE's package)
     tmp_mb: int = 1024
     timing_lock: str = ""
+    pause_max_s: float = 10.0  # Config.timing_pause_max_s
 
     def layout(self, launch: Launch, scratch: str) -> confine.Layout:
         readable = confine._resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
@@ -245,6 +248,45 @@ class TimingTurn:
 # ------------------------------------------------------------------ workers
 
 
+class Spawner:
+    """Starts every worker process from one thread that lives as long as this
+    process. bubblewrap's --die-with-parent is PR_SET_PDEATHSIG, which fires
+    when the *thread* that forked it exits: a worker started from a
+    short-lived thread (a spare's starter, an anyio worker thread serving one
+    MCP call) would be killed with that thread."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="sage-worker-spawner", daemon=True)
+                self._thread.start()
+        done, box = threading.Event(), {}
+        self._queue.put((args, kwargs, done, box))
+        if not done.wait(WORKER_START_TIMEOUT_S):
+            raise OSError("the worker spawner thread did not answer")
+        if "error" in box:
+            raise box["error"]
+        return box["proc"]
+
+    def _serve(self) -> None:
+        while True:
+            args, kwargs, done, box = self._queue.get()
+            try:
+                box["proc"] = subprocess.Popen(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, which raises it
+                box["error"] = exc
+            finally:
+                done.set()
+
+
+SPAWNER = Spawner()
+
+
 @dataclass
 class WarmWorker:
     launch: Launch
@@ -290,7 +332,7 @@ class WarmWorker:
         stderr_path = os.path.join(self.scratch, "worker.stderr")
         with open(stderr_path, "wb") as stderr:
             try:
-                self.proc = subprocess.Popen(
+                self.proc = SPAWNER.popen(
                     command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                     env=self.launch.environment(self.threads), cwd=self.scratch, start_new_session=True,
                     close_fds=True,
@@ -349,7 +391,8 @@ class WarmWorker:
         start = time.monotonic()
         held = 0.0  # time spent waiting for the timing turn: not counted (the worker stops its clock too)
         cancel_sent: float | None = None
-        holding = False
+        holding = False  # the timing turn
+        pausing_since: float | None = None  # others of this process stand still meanwhile
         try:
             while True:
                 if cancel is not None and cancel.is_set() and cancel_sent is None:
@@ -358,6 +401,9 @@ class WarmWorker:
                 if cancel_sent is not None and time.monotonic() - cancel_sent > CANCEL_GRACE_S:
                     return self._lost("cancelled, and the worker did not stop at once", killed="cancelled")
                 deadline = start + limit + held + self.paused_total
+                if pausing_since is not None and time.monotonic() - pausing_since > self.sandboxing.pause_max_s:
+                    pausing_since = None  # still timing, but the others go on
+                    on_turn(self, False)
                 event = self._read_event(min(deadline, time.monotonic() + POLL_S))
                 if event is None:
                     if not self.alive():
@@ -377,20 +423,23 @@ class WarmWorker:
                     waited = time.monotonic()
                     stop = lambda: (cancel is not None and cancel.is_set()) or not self.alive()  # noqa: E731
                     if turn.acquire(self, stop):
-                        holding = True
+                        holding, pausing_since = True, time.monotonic()
                         on_turn(self, True)
                         self.send_op({"op": "timing-go"})
                     held += time.monotonic() - waited
                 elif kind == "timing-done":
+                    if pausing_since is not None:
+                        pausing_since = None
+                        on_turn(self, False)
                     if holding:
                         holding = False
-                        on_turn(self, False)
                         turn.release(self)
                 else:
                     on_event(event)
         finally:
-            if holding:
+            if pausing_since is not None:
                 on_turn(self, False)
+            if holding:
                 turn.release(self)
 
     def _lost(self, why: str, killed: str = "worker") -> sandbox.Outcome:
