@@ -87,6 +87,10 @@ class Config:
     # and other evaluations of this process pause meanwhile; correctness
     # overlaps. 2 keeps a second client moving on a two-core machine.
     eval_workers: int = 2
+    # While one evaluation of this process is timed the others stand still,
+    # but never longer than this: a call that hangs only while timed must not
+    # stop other callers' work until its own limit ends it.
+    timing_pause_max_s: float = 10.0
     # One timing phase at a time per host, across SAGE processes.
     timing_lock: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "sage-timing.lock"))
     # Timing stops early once both medians are known to +-5% (95% interval):

@@ -57,7 +57,7 @@ def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxi
         readable.append(config.cache_dir / sub)
     return Sandboxing(confinement, hidden_dirs=tuple(dirs), hidden_files=tuple(files),
                       readable=tuple(confine._resolved(readable)), tmp_mb=config.sandbox_tmp_mb,
-                      timing_lock=config.timing_lock)
+                      timing_lock=config.timing_lock, pause_max_s=config.timing_pause_max_s)
 
 
 def limits_only_note(confinement: confine.Confinement) -> Diagnostic:
