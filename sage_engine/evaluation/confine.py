@@ -215,9 +215,11 @@ def bwrap_argv(bwrap: str, layout: Layout, command: list[str]) -> list[str]:
         inner = [(p, h) for p, h in applied if _under(path, p)]
         return max(inner, key=lambda ph: len(ph[0]))[1] if inner else False
 
-    roots = ["/tmp", *layout.hidden_dirs]
-    # A needed path that would uncover a whole hidden folder (PYTHONPATH=/tmp, a venv at $HOME) is not bound.
-    readable = [r for r in layout.readable if not any(_under(c, r) for c in roots)]
+    # A needed path that is a hidden folder itself (a venv whose prefix is
+    # $HOME) or holds the private /tmp (PYTHONPATH=/tmp, or /) is not bound:
+    # nothing would cover them again. Hidden folders deeper than a needed
+    # path are covered again, as the ops below run from the shallowest down.
+    readable = [r for r in layout.readable if r not in layout.hidden_dirs and not _under("/tmp", r)]
     ops = sorted([(d, True) for d in layout.hidden_dirs] + [(r, False) for r in readable],
                  key=lambda op: (op[0].count("/"), op[0], not op[1]))
     covers = []
