@@ -109,8 +109,8 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable
     def offer(update: tuple[float, float | None, str]) -> None:
         try:
             send.send_nowait(update)
-        except (anyio.WouldBlock, anyio.ClosedResourceError):
-            pass  # progress is advisory: drop an update rather than stall the evaluation
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # progress is advisory: drop an update rather than stall the evaluation (or after a cancel)
 
     def progress(done: float, total: float | None, message: str) -> None:
         anyio.from_thread.run_sync(offer, (float(done), total, message), token=token)
