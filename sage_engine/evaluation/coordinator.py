@@ -20,6 +20,7 @@ Standard library only (torch lives in the children).
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -89,7 +90,7 @@ class Child:
         return self.exit_code
 
 
-def spawn(role: str, request: dict[str, Any], workdir: str, data_fd: int, cgroup: str | None) -> Child:
+def spawn(role: str, request: dict[str, Any], workdir: str, data_fd: int, inputs_fd: int, cgroup: str | None) -> Child:
     """Fork one child that runs `child.child_main(role, ...)` in its own session."""
     from sage_engine.evaluation import child
 
@@ -100,13 +101,14 @@ def spawn(role: str, request: dict[str, Any], workdir: str, data_fd: int, cgroup
     pid = os.fork()
     if pid == 0:
         try:
+            gc.freeze()  # what the worker holds is not this child's garbage: see worker.main
             os.setsid()
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.dup2(out_w, 1)
             os.dup2(out_w, 2)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
-            keep = {0, 1, 2, cmd_r, rep_w, evt_w, data_fd}
+            keep = {0, 1, 2, cmd_r, rep_w, evt_w, data_fd, inputs_fd}
             # Nothing of the worker's may stay open here: not its protocol,
             # not the other side's pipes.
             for name in os.listdir("/proc/self/fd"):
@@ -121,7 +123,7 @@ def spawn(role: str, request: dict[str, Any], workdir: str, data_fd: int, cgroup
                         fh.write(str(os.getpid()))
                 except OSError:
                     pass  # the process watch still applies
-            child.child_main(role, request, child.Channels(cmd_r, rep_w, evt_w, data_fd), workdir)
+            child.child_main(role, request, child.Channels(cmd_r, rep_w, evt_w, data_fd, inputs_fd), workdir)
         finally:
             os._exit(70)
     for fd in (cmd_r, rep_w, evt_w, out_w):
@@ -200,7 +202,8 @@ class Evaluation:
         return outcome
 
     def start_children(self) -> None:
-        data_r, data_w = os.pipe()
+        data_r, data_w = os.pipe()  # the candidate's outputs, to the reference
+        in_r, in_w = os.pipe()  # the inputs the reference made, to the candidate
         cand_dir = os.path.join(self.workdir, "candidate")
         os.makedirs(cand_dir, exist_ok=True)
         cgroup = str(self.cgroup.path) if self.cgroup is not None else None
@@ -208,11 +211,11 @@ class Evaluation:
             if not self.req.get("runner"):
                 ref_dir = os.path.join(self.workdir, "reference")
                 os.makedirs(ref_dir, exist_ok=True)
-                self.children["reference"] = spawn("reference", self.req, ref_dir, data_r, None)
-            self.children["candidate"] = spawn("candidate", self.req, cand_dir, data_w, cgroup)
+                self.children["reference"] = spawn("reference", self.req, ref_dir, data_r, in_w, None)
+            self.children["candidate"] = spawn("candidate", self.req, cand_dir, data_w, in_r, cgroup)
         finally:
-            os.close(data_r)
-            os.close(data_w)
+            for fd in (data_r, data_w, in_r, in_w):
+                os.close(fd)
         self.watch = sandbox.ProcessWatch(self.children["candidate"].pid, self.cgroup, self.max_tasks)
         self.send({"ev": "started", "pids": [c.pid for c in self.children.values()]})
 
@@ -479,6 +482,12 @@ class Evaluation:
         calls = int(line.split()[1]) if line.startswith(("rep ", "warm ")) else 1
         return self.reply(c, min(deadline, time.monotonic() + max(TIMING_SLACK_S, self.call_limit * max(1, calls))))
 
+    def command_both(self, ref: Child, ref_line: str, cand: Child, cand_line: str, deadline: float) -> None:
+        """Untimed commands to both sides at once: they work in parallel."""
+        wire.write_all(ref.cmd, (ref_line + "\n").encode())
+        self.command(cand, cand_line, deadline)
+        self.reply(ref, deadline)
+
     def reply(self, c: Child, deadline: float) -> str:
         while True:
             got = c.replies.line()
@@ -574,9 +583,8 @@ class Evaluation:
             if state["after"] is not None:
                 state["idle"] += before - state["after"]
             if state["n"] == fresh_at:
-                seed = secrets.randbits(31)
-                self.command(ref, f"fresh {seed}", end)
-                self.command(cand, f"fresh {seed}", end)
+                # The reference makes them from a seed the candidate never learns, and sends them.
+                self.command_both(ref, f"fresh {secrets.randbits(31)}", cand, "fresh", end)
                 before = cpu.seconds()
             value = sample(cand)
             after = cpu.seconds()

@@ -22,6 +22,7 @@ Between requests it empties its scratch dir, and when confined its private
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -61,6 +62,11 @@ def main() -> None:
         except ImportError:
             pass  # optional preloads (triton); the child imports what it needs
     worker_cgroup = sandbox.PidsCgroup.existing(args.cgroup) if args.cgroup else None
+    # What the imports made lives as long as the worker: out of the collector's
+    # sight, a collection here or in a forked child (before timing) scans only
+    # what the evaluation made, milliseconds instead of a quarter second.
+    gc.collect()
+    gc.freeze()
     _send(proto, {"ev": "ready", "pid": os.getpid(), "versions": child.versions()})
     os.set_blocking(0, False)
     ops = wire.LineReader(0)
