@@ -1,8 +1,9 @@
 """The candidate process of one evaluation.
 
 Loads the candidate, builds `ModelNew` for every case with the reference's
-constructor arguments and seed, runs it on the same seeded inputs as the
-reference process and sends each trial's outputs there as a value frame.
+constructor arguments and seed, runs it on the inputs the reference process
+made and sent for each trial, and sends each trial's outputs there as a
+value frame.
 What it checks itself (aliased or mutated inputs, torch functions replaced,
 outputs that are not plain tensors) is early, friendly feedback: this
 process runs candidate code, so the verdict on correctness is the
@@ -159,7 +160,7 @@ class CandidateSide(Side):
             raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
         values: list[Any] | None = None
         for trial in range(self.trials):
-            fresh = self.inputs(module, self.seed + trial)
+            fresh = self.receive_inputs(module, case=index, trial=trial)
             # Later trials copy new values into the same tensors: a candidate
             # that memoises on tensor identity then returns stale outputs.
             if values is None or not _same_layout(values, fresh, torch):
@@ -181,6 +182,20 @@ class CandidateSide(Side):
                 self.emit.send({"ev": "extras", **self.hook.extras()})
         assert values is not None
         self.keep_largest(index, module, model, values)
+
+    def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
+        """The inputs the reference process made for this trial, on the device."""
+        try:
+            header, values = wire.read_values(self.ch.inputs, self.torch)
+        except wire.ProtocolError as exc:
+            raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
+                          [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
+        if any(header.get(k) != v for k, v in expected.items()):
+            raise Failure("runtime_error", f"expected the inputs of {expected}, got {header.get('case')!r}/"
+                          f"{header.get('trial')!r}", [diagnostics.diagnostic("harness", "inputs out of order")])
+        if values is None:  # not plain tensors and numbers: made here, from the same seed
+            return self.inputs(module, int(header["seed"]))
+        return self.on_device(values)
 
     def send(self, index: int, trial: Any, outputs: list[Any], values: list[Any] | None, pristine: list[Any] | None) -> None:
         """One value frame to the reference process."""
@@ -217,7 +232,7 @@ class CandidateSide(Side):
             # New values in the same tensors: what the candidate has never seen.
             chosen = self.chosen
             assert chosen is not None
-            fresh = self.inputs(chosen["module"], int(arg))
+            fresh = self.receive_inputs(chosen["module"], case=chosen["index"], trial="fresh")
             for dst, src in zip(chosen["inputs"], fresh):
                 if isinstance(dst, self.torch.Tensor):
                     dst.copy_(src)

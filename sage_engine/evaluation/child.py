@@ -11,8 +11,11 @@ The worker forks two children per evaluation (`worker.py`):
   `ModelNew` on the same seeded inputs and sends its outputs, materialised
   as plain tensors, to the reference process.
 
-Both then answer the worker's timing commands, one call batch per command,
-timed with the worker's clock. Each child applies the limits itself
+The reference process makes each trial's inputs and sends them to the
+candidate process as bytes (one `get_inputs()` per trial, not two). Both
+then answer the worker's timing commands, one call batch per command, each
+timing its batch with the clock it took before any candidate code ran; the
+worker bounds every claim with its own clock. Each child applies the limits itself
 (`prepare`), leads its own session and reports events as JSON lines that
 carry the evaluation's token; the exit code is never the result.
 
@@ -52,10 +55,11 @@ class Channels:
     cmd: int  # worker -> child: command lines
     rep: int  # child -> worker: one reply line per command
     evt: int  # child -> worker: token-carrying events
-    data: int  # candidate -> reference: value frames (write end in the candidate, read end in the reference)
+    data: int  # candidate -> reference: output frames (write end in the candidate, read end in the reference)
+    inputs: int  # reference -> candidate: input frames (write end in the reference, read end in the candidate)
 
     def fds(self) -> tuple[int, ...]:
-        return (self.cmd, self.rep, self.evt, self.data)
+        return (self.cmd, self.rep, self.evt, self.data, self.inputs)
 
 
 class Emitter:
@@ -196,10 +200,16 @@ class Side:
             raise Failure("runtime_error", f"the reference's {what} failed: {diagnostics.exception_text(exc)}",
                           [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
 
-    def inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
+    def host_inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
+        """The task's seeded inputs, where get_inputs() made them."""
         self.torch.manual_seed(seed)
-        values = list(self.task_call("get_inputs()", module.get_inputs))
+        return list(self.task_call("get_inputs()", module.get_inputs))
+
+    def on_device(self, values: list[Any]) -> list[Any]:
         return [v.to(self.device) if isinstance(v, self.torch.Tensor) else v for v in values]
+
+    def inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
+        return self.on_device(self.host_inputs(module, seed))
 
     def clone(self, values: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, self.torch.Tensor) else v for v in values]

@@ -90,7 +90,7 @@ class ReferenceSide(Side):
         prev: tuple[list[Any], list[Any]] | None = None
         values: list[Any] = []
         for trial in range(self.trials):
-            values = self.inputs(module, self.seed + trial)
+            values = self.send_inputs(module, self.seed + trial, case=index, trial=trial)
             pristine = self.clone(values)
             ref_out = self.reference_forward(model, values)
             header = wire.read_header(self.ch.data)
@@ -109,6 +109,17 @@ class ReferenceSide(Side):
         self.sizes.append(self.input_bytes(values))
         self.keep_largest(index, module, model, values)
         return True
+
+    def send_inputs(self, module: Any, seed: int, **header: Any) -> list[Any]:
+        """Make a trial's inputs, send them to the candidate process, and return
+        them on the device. Inputs that are not plain tensors and numbers are
+        not sent: the candidate process makes them itself from the seed."""
+        host = self.host_inputs(module, seed)
+        frame, tensors = wire.values_frame(host, self.torch, **header)
+        if "fallback" in frame:
+            frame["seed"] = seed
+        wire.write_frame(self.ch.inputs, frame, tensors)
+        return self.on_device(host)
 
     # -- judging one frame
 
@@ -205,7 +216,7 @@ class ReferenceSide(Side):
         if verb == "fresh":
             chosen = self.chosen
             assert chosen is not None
-            values = self.inputs(chosen["module"], int(arg))
+            values = self.send_inputs(chosen["module"], int(arg), case=chosen["index"], trial="fresh")
             self.fresh_out = self.reference_forward(chosen["model"], values)
             return "ok"
         if verb == "check":

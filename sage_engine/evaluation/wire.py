@@ -6,7 +6,8 @@
 - Commands and replies: one short ASCII line each way (`rep 4` -> `ok`), so a
   timing round trip costs a pipe write and read, not a JSON parse.
 - Value frames: the candidate's outputs, sent by the candidate process to
-  the reference process, which compares them: a length-prefixed JSON header
+  the reference process, which compares them (and each trial's inputs, the
+  other way): a length-prefixed JSON header
   describing each value (a tensor's dtype, shape and byte count, or a plain
   number), then each tensor's raw bytes. The reader checks every header
   against what it expects before reading a byte, so a hostile sender can
@@ -138,8 +139,9 @@ def describe(value: Any, torch: Any) -> tuple[dict[str, Any], Any]:
             return {"kind": "unsupported", "why": f"a {t.layout} / {t.device.type} tensor"}, None
         if entry["dtype"] not in DTYPES:
             return {"kind": "unsupported", "why": f"dtype {entry['dtype']}"}, None
-        # Materialise: lazy conjugate/negative views resolved, contiguous, on the host.
-        t = t.resolve_conj().resolve_neg().to("cpu").contiguous().clone()
+        # Materialise: lazy conjugate/negative views resolved, contiguous, on
+        # the host. Its bytes are written straight from this tensor.
+        t = t.resolve_conj().resolve_neg().to("cpu").contiguous()
         entry["nbytes"] = t.numel() * t.element_size()
         return entry, t
     if isinstance(value, torch.Tensor):
@@ -155,11 +157,32 @@ def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> None:
     data = json.dumps(header).encode()
     if len(data) > HEADER_MAX:
         raise ProtocolError(f"frame header of {len(data)} bytes")
-    write_all(fd, _LEN.pack(len(data)) + data)
-    for t in tensors:
-        n = t.numel() * t.element_size()
-        if n:
-            write_all(fd, memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B"))
+    try:
+        write_all(fd, _LEN.pack(len(data)) + data)
+        for t in tensors:
+            n = t.numel() * t.element_size()
+            if n:
+                write_all(fd, _bytes_of(t, n))
+    except BrokenPipeError as exc:
+        raise ChannelClosed("the peer closed the channel") from exc
+
+
+def _bytes_of(t: Any, n: int) -> memoryview:
+    return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
+
+
+def values_frame(values: list[Any], torch: Any, **header: Any) -> tuple[dict[str, Any], list[Any]]:
+    """A frame of plain values (a trial's inputs): exact tensors and numbers.
+    Anything else makes it a `fallback` frame, which carries no values."""
+    entries, tensors = [], []
+    for value in values:
+        entry, tensor = describe(value, torch)
+        if entry["kind"] not in ("tensor", "value"):
+            return {**header, "fallback": entry.get("type") or entry.get("why") or entry["kind"]}, []
+        entries.append(entry)
+        if tensor is not None:
+            tensors.append(tensor)
+    return {**header, "values": entries}, tensors
 
 
 def read_header(fd: int) -> dict[str, Any]:
@@ -186,6 +209,34 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     if int(entry.get("nbytes", -1)) != nbytes:
         raise ProtocolError(f"a {entry['dtype']} tensor of shape {shape} cannot hold {entry.get('nbytes')} bytes")
-    if nbytes == 0:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(read_exact(fd, nbytes), dtype=dtype).reshape(shape)
+    out = torch.empty(shape, dtype=dtype)
+    if nbytes:
+        view = _bytes_of(out, nbytes)
+        got = 0
+        while got < nbytes:  # straight into the tensor's memory: no extra copy
+            k = os.readv(fd, [view[got:]])
+            if k == 0:
+                raise ChannelClosed("the peer closed the channel")
+            got += k
+    return out
+
+
+def read_values(fd: int, torch: Any) -> tuple[dict[str, Any], list[Any] | None]:
+    """(header, values) of a values frame; values is None for a fallback frame."""
+    header = read_header(fd)
+    if "fallback" in header:
+        return header, None
+    entries = header.get("values")
+    if not isinstance(entries, list):
+        raise ProtocolError("a values frame without values")
+    values = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ProtocolError("a frame entry that is not an object")
+        if entry.get("kind") == "value":
+            values.append(entry.get("value"))
+        elif entry.get("kind") == "tensor" and entry.get("dtype") in DTYPES and isinstance(entry.get("shape"), list):
+            values.append(read_tensor(fd, entry, torch))
+        else:
+            raise ProtocolError(f"an unreadable values entry {str(entry)[:80]}")
+    return header, values
