@@ -139,12 +139,13 @@ def test_candidate_that_kills_its_worker_gets_crashed_and_a_new_worker(short, re
     still_serves(short, relu)
 
 
-def test_dead_worker_is_restarted_by_the_next_evaluation(short, relu):
+def test_dead_workers_are_restarted_by_the_next_evaluation(short, relu):
     still_serves(short, relu)
-    (worker,) = short.pool.worker_pids()
-    os.kill(worker, 9)
+    killed = short.pool.worker_pids()
+    for worker in killed:  # the warm one and the spare
+        os.kill(worker, 9)
     still_serves(short, relu)
-    assert short.pool.worker_pids() != [worker]
+    assert short.pool.worker_pids() and not set(short.pool.worker_pids()) & set(killed)
 
 
 CHECK_ENV = GOOD.replace(
@@ -208,7 +209,8 @@ def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
         "return torch.zeros_like(x)",
     )
     result = short.evaluate(relu, candidate)
-    # The garbage it wrote reaches the reference process's frame stream too: the candidate is rejected for it.
+    # The garbage it wrote reaches the reference process's frame stream too: the candidate is rejected for it
+    # (and the forged lines on the event channel, when they were read before that decision, are reported).
     assert result.status == "rejected" and "garbled" in result.message, result.message
-    assert any(d.category == "cheat" and "result channel" in d.message for d in result.diagnostics)
+    assert any(d.category == "cheat" for d in result.diagnostics)
     still_serves(short, relu)
