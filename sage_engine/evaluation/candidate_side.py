@@ -150,7 +150,7 @@ class CandidateSide(Side):
         torch = self.torch
         module = self.load_reference(case)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
-        torch.manual_seed(self.seed)
+        self.reseed(self.seed)
         try:
             with torch.no_grad():
                 model = model_new(*init)
@@ -160,14 +160,15 @@ class CandidateSide(Side):
             raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
         values: list[Any] | None = None
         for trial in range(self.trials):
-            fresh = self.receive_inputs(module, case=index, trial=trial)
-            # Later trials copy new values into the same tensors: a candidate
-            # that memoises on tensor identity then returns stale outputs.
+            # Later trials bring new values in the same tensors (read straight
+            # into them on the host): a candidate that memoises on tensor
+            # identity then returns stale outputs.
+            fresh = self.receive_inputs(module, case=index, trial=trial, into=values)
             if values is None or not _same_layout(values, fresh, torch):
-                values = self.clone(fresh)
+                values = fresh
             else:
                 for dst, src in zip(values, fresh):
-                    if isinstance(dst, torch.Tensor):
+                    if isinstance(dst, torch.Tensor) and dst is not src:
                         dst.copy_(src)
                 values = [d if isinstance(d, torch.Tensor) else s for d, s in zip(values, fresh)]
             pristine = self.clone(values)
@@ -176,17 +177,20 @@ class CandidateSide(Side):
                     raw = self.forward(model, values)
             except BaseException as exc:
                 raise self.candidate_failure(exc, "ModelNew.forward")
-            self.check_patches("ModelNew.forward")
             self.send(index, trial, correctness.as_output_list(raw), values, pristine)
             if self.hook is not None:
                 self.emit.send({"ev": "extras", **self.hook.extras()})
         assert values is not None
+        # Once a case, not a trial: the reference process, which never loads the
+        # candidate, is what patches cannot reach; this is early, friendly feedback.
+        self.check_patches("ModelNew.forward")
         self.keep_largest(index, module, model, values)
 
-    def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
-        """The inputs the reference process made for this trial, on the device."""
+    def receive_inputs(self, module: Any, into: list[Any] | None = None, **expected: Any) -> list[Any]:
+        """The inputs the reference process made for this trial, on the device
+        (on the host, read into the tensors of `into` where they fit)."""
         try:
-            header, values = wire.read_values(self.ch.inputs, self.torch)
+            header, values = wire.read_values(self.ch.inputs, self.torch, into if self.device.type == "cpu" else None)
         except wire.ProtocolError as exc:
             raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
                           [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
@@ -232,9 +236,9 @@ class CandidateSide(Side):
             # New values in the same tensors: what the candidate has never seen.
             chosen = self.chosen
             assert chosen is not None
-            fresh = self.receive_inputs(chosen["module"], case=chosen["index"], trial="fresh")
+            fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
             for dst, src in zip(chosen["inputs"], fresh):
-                if isinstance(dst, self.torch.Tensor):
+                if isinstance(dst, self.torch.Tensor) and dst is not src:
                     dst.copy_(src)
             return "ok"
         if verb == "check":

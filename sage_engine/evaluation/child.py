@@ -26,6 +26,7 @@ here, so a backend may run this under another interpreter (its own venv).
 from __future__ import annotations
 
 import faulthandler
+import functools
 import gc
 import importlib
 import os
@@ -133,7 +134,9 @@ def resolve(spec: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), attr)
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
+    """Package versions (the worker reads them once; its children inherit the answer)."""
     import importlib.metadata as md
 
     out = {"python": platform.python_version()}
@@ -200,9 +203,18 @@ class Side:
             raise Failure("runtime_error", f"the reference's {what} failed: {diagnostics.exception_text(exc)}",
                           [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
 
+    def reseed(self, seed: int) -> None:
+        """Seed what this side draws from. On the CPU only the CPU generator:
+        torch.manual_seed also queues a seed for every accelerator runtime not
+        yet started, capturing a Python stack for each (milliseconds a call)."""
+        if self.device.type == "cpu":
+            self.torch.random.default_generator.manual_seed(seed)
+        else:
+            self.torch.manual_seed(seed)
+
     def host_inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
         """The task's seeded inputs, where get_inputs() made them."""
-        self.torch.manual_seed(seed)
+        self.reseed(seed)
         return list(self.task_call("get_inputs()", module.get_inputs))
 
     def on_device(self, values: list[Any]) -> list[Any]:

@@ -12,7 +12,7 @@ reference, slow it down from inside, or make the comparison lie.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
 from sage_engine.evaluation.child import Failure, Side
@@ -83,21 +83,29 @@ class ReferenceSide(Side):
         torch = self.torch
         module = self.load_reference(case)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
-        torch.manual_seed(self.seed)
+        self.reseed(self.seed)
         model = self.task_call("constructor", module.Model, *init)
         if isinstance(model, torch.nn.Module):
             model = model.to(self.device)
         prev: tuple[list[Any], list[Any]] | None = None
         values: list[Any] = []
+        host = self.host_inputs(module, self.seed)
+        self.send_host(host, self.seed, case=index, trial=0)
         for trial in range(self.trials):
-            values = self.send_inputs(module, self.seed + trial, case=index, trial=trial)
+            values = self.on_device(host)
             pristine = self.clone(values)
             ref_out = self.reference_forward(model, values)
+            # Pipelined: the next trial's inputs are made while the candidate
+            # process computes this one, and sent before this one is compared.
+            seed = self.seed + trial + 1
+            host = self.host_inputs(module, seed) if trial + 1 < self.trials else []
             header = wire.read_header(self.ch.data)
             if header.get("case") != index or header.get("trial") != trial:
                 raise wire.ProtocolError(f"expected the frame of case {index} trial {trial}, got "
                                          f"{header.get('case')!r}/{header.get('trial')!r}")
-            result, cand_out = self.judge(header, ref_out, values, pristine)
+            send_next = (lambda h=host, s=seed, t=trial + 1: self.send_host(h, s, case=index, trial=t)) \
+                if trial + 1 < self.trials else None
+            result, cand_out = self.judge(header, ref_out, values, pristine, then=send_next)
             if not result.ok and prev is not None and cand_out is not None:
                 self.check_cached(prev, ref_out, cand_out)
             row = {"case": case, "trial": trial, **result.as_dict()}
@@ -110,24 +118,24 @@ class ReferenceSide(Side):
         self.keep_largest(index, module, model, values)
         return True
 
-    def send_inputs(self, module: Any, seed: int, **header: Any) -> list[Any]:
-        """Make a trial's inputs, send them to the candidate process, and return
-        them on the device. Inputs that are not plain tensors and numbers are
-        not sent: the candidate process makes them itself from the seed."""
-        host = self.host_inputs(module, seed)
+    def send_host(self, host: list[Any], seed: int, **header: Any) -> None:
+        """Send a trial's inputs to the candidate process. Inputs that are not
+        plain tensors and numbers are not sent: the candidate process makes
+        them itself from the seed."""
         frame, tensors = wire.values_frame(host, self.torch, **header)
         if "fallback" in frame:
             frame["seed"] = seed
         wire.write_frame(self.ch.inputs, frame, tensors)
-        return self.on_device(host)
 
     # -- judging one frame
 
     def judge(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any] | None,
-              pristine: list[Any] | None) -> tuple[correctness.Comparison, list[Any] | None]:
+              pristine: list[Any] | None, then: Callable[[], None] | None = None,
+              ) -> tuple[correctness.Comparison, list[Any] | None]:
         """The comparison for one frame, reading its tensors only once their
-        headers match what the reference produced. (Comparison, the
-        candidate's values) or raises Failure for a cheat."""
+        headers match what the reference produced; `then` runs once the frame
+        is read, before the comparison. (Comparison, the candidate's values)
+        or raises Failure for a cheat."""
         torch = self.torch
         entries = header.get("outputs")
         if not isinstance(entries, list):
@@ -157,6 +165,8 @@ class ReferenceSide(Side):
                     value = pristine[j]  # the candidate left it unchanged
                 extra_ref.append(ref_in[j])
                 extra_cand.append(value)
+        if then is not None:
+            then()
         result = correctness.compare_outputs(ref_out + extra_ref, cand + extra_cand, mode=self.mode,
                                              override=self.override)
         return result, cand
@@ -216,8 +226,9 @@ class ReferenceSide(Side):
         if verb == "fresh":
             chosen = self.chosen
             assert chosen is not None
-            values = self.send_inputs(chosen["module"], int(arg), case=chosen["index"], trial="fresh")
-            self.fresh_out = self.reference_forward(chosen["model"], values)
+            host = self.host_inputs(chosen["module"], int(arg))
+            self.send_host(host, int(arg), case=chosen["index"], trial="fresh")
+            self.fresh_out = self.reference_forward(chosen["model"], self.on_device(host))
             return "ok"
         if verb == "check":
             assert self.fresh_out is not None

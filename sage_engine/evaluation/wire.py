@@ -198,9 +198,10 @@ def read_header(fd: int) -> dict[str, Any]:
     return header
 
 
-def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
+def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) -> Any:
     """A plain CPU tensor from the stream, for an entry already checked
-    against the expected dtype and shape."""
+    against the expected dtype and shape; read into `into` when that is a
+    contiguous CPU tensor of the same dtype and shape."""
     dtype = getattr(torch, entry["dtype"])
     shape = [int(s) for s in entry["shape"]]
     numel = 1
@@ -209,7 +210,9 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     if int(entry.get("nbytes", -1)) != nbytes:
         raise ProtocolError(f"a {entry['dtype']} tensor of shape {shape} cannot hold {entry.get('nbytes')} bytes")
-    out = torch.empty(shape, dtype=dtype)
+    fits = (into is not None and _type(into) is torch.Tensor and into.device.type == "cpu" and into.dtype == dtype
+            and list(into.shape) == shape and into.is_contiguous())
+    out = into if fits else torch.empty(shape, dtype=dtype)
     if nbytes:
         view = _bytes_of(out, nbytes)
         got = 0
@@ -221,8 +224,9 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
     return out
 
 
-def read_values(fd: int, torch: Any) -> tuple[dict[str, Any], list[Any] | None]:
-    """(header, values) of a values frame; values is None for a fallback frame."""
+def read_values(fd: int, torch: Any, into: list[Any] | None = None) -> tuple[dict[str, Any], list[Any] | None]:
+    """(header, values) of a values frame; values is None for a fallback
+    frame. Tensors are read into the matching ones of `into` where they fit."""
     header = read_header(fd)
     if "fallback" in header:
         return header, None
@@ -230,13 +234,13 @@ def read_values(fd: int, torch: Any) -> tuple[dict[str, Any], list[Any] | None]:
     if not isinstance(entries, list):
         raise ProtocolError("a values frame without values")
     values = []
-    for entry in entries:
+    for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise ProtocolError("a frame entry that is not an object")
         if entry.get("kind") == "value":
             values.append(entry.get("value"))
         elif entry.get("kind") == "tensor" and entry.get("dtype") in DTYPES and isinstance(entry.get("shape"), list):
-            values.append(read_tensor(fd, entry, torch))
+            values.append(read_tensor(fd, entry, torch, into[i] if into is not None and i < len(into) else None))
         else:
             raise ProtocolError(f"an unreadable values entry {str(entry)[:80]}")
     return header, values
