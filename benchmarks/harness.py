@@ -5,8 +5,9 @@ by side in one run, plus the harness's own overhead.
     python benchmarks/harness.py [--tasks 6] [--rounds 2] [--budget 0.2]
 
 Candidates are each task's reference renamed to ModelNew (always correct,
-always available). The four set-ups take turns task by task, so a machine
-that gets busier during the run slows all of them alike. Evaluations per
+always available). The four set-ups take turns task by task (every other
+round in reverse order), so a machine that gets busier during the run slows
+all of them alike. Evaluations per
 minute = evaluations / the time spent inside `Harness.evaluate`; overhead
 per evaluation = that wall time minus the time inside reference and
 candidate calls (correctness, warm-ups and timing), as the children measure
@@ -77,9 +78,11 @@ def main() -> None:
             for label, warm, confinement in SETUPS:
                 harnesses[label], startup[label] = open_harness(warm, confinement, args.budget, Path(tmp), work[0])
                 modes[label] = harnesses[label].confinement.mode
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds):
                 for task, source in work:
-                    for label, harness in harnesses.items():
+                    # Every other round in reverse order: no set-up always runs right after another.
+                    order = list(harnesses.items())
+                    for label, harness in (order if round_ % 2 == 0 else order[::-1]):
                         t0 = time.perf_counter()
                         result = harness.evaluate(task, source)
                         wall = time.perf_counter() - t0
