@@ -77,16 +77,21 @@ class Child:
     tail: sandbox.TailBuffer = field(default_factory=sandbox.TailBuffer)
     exit_code: int | None = None
     out_open: bool = True
+    job_changes: int = 0  # times it was stopped or continued (by the worker's pauses, or by someone else)
 
     def poll(self) -> int | None:
-        if self.exit_code is None:
+        while self.exit_code is None:
             try:
-                done, status = os.waitpid(self.pid, os.WNOHANG)
+                done, status = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
             except ChildProcessError:
                 self.exit_code = -signal.SIGKILL
-                return self.exit_code
-            if done:
-                self.exit_code = os.waitstatus_to_exitcode(status)
+                break
+            if not done:
+                break
+            if os.WIFSTOPPED(status) or os.WIFCONTINUED(status):
+                self.job_changes += 1
+                continue
+            self.exit_code = os.waitstatus_to_exitcode(status)
         return self.exit_code
 
 
@@ -555,6 +560,7 @@ class Evaluation:
         # Calls per sample, so one sample lasts about INNER_TARGET_S.
         inner = {role: 1 if device_clock else max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7))))
                  for role, t in fastest.items()}
+        guard = ReferenceGuard(ref)
         cpu = CpuMeter(cand.pid)
         # Threads alive now (torch's, a pool the candidate made while checked) may
         # stay; one that a timed call starts and leaves running is work after the timer.
@@ -569,6 +575,11 @@ class Evaluation:
             t0 = time.perf_counter()
             text = self.command(c, f"rep {n}", end)
             wall = time.perf_counter() - t0
+            meddled = guard.meddled()
+            if meddled:
+                raise Stop(result=self.failed(
+                    "rejected", f"while the reference process was being timed, something {meddled}: only the "
+                    "candidate's process could have", [_diag("cheat", f"the reference process was {meddled}")]))
             claimed = self.claimed(c, text) * n
             if claimed > wall:
                 raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported "
@@ -708,6 +719,46 @@ def _current_cpu(pid: int) -> int | None:
         return None
 
 
+class ReferenceGuard:
+    """What another process of the same user could do to slow the reference
+    down while it is timed: stop and continue it (SIGSTOP/SIGCONT), lower
+    its priority or scheduling class, or move it to other CPUs. The worker
+    does none of these during its own timing phase (it holds the timing
+    turn, so nothing pauses it), so any of them is the candidate's doing."""
+
+    def __init__(self, ref: Child):
+        self.ref = ref
+        ref.poll()  # stops and continues of the pauses before timing are not counted
+        self.job_changes = ref.job_changes
+        self.settings = self.read()
+        own = (os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0))
+        self.lowered = any(nice_policy != own for nice_policy, _ in self.settings.values())
+
+    def read(self) -> dict[int, tuple[tuple[int, int], frozenset[int]]]:
+        out = {}
+        for tid in thread_ids(self.ref.pid):
+            try:
+                out[tid] = ((os.getpriority(os.PRIO_PROCESS, tid), os.sched_getscheduler(tid)),
+                            frozenset(os.sched_getaffinity(tid)))
+            except OSError:
+                continue  # the thread ended
+        return out
+
+    def meddled(self) -> str:
+        """What was done to the reference process since timing began ("" if nothing)."""
+        self.ref.poll()
+        if self.ref.job_changes != self.job_changes:
+            return "stopped and resumed it"
+        if self.lowered:
+            return "lowered its priority"
+        now = self.read()
+        for tid, setting in now.items():
+            before = self.settings.get(tid)
+            if before is not None and before != setting:
+                return "lowered its priority" if before[0] != setting[0] else "moved it to other CPUs"
+        return ""
+
+
 def thread_ids(pid: int) -> set[int]:
     try:
         return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
@@ -719,24 +770,34 @@ class CpuMeter:
     """CPU time of one process: all its threads, those that already exited
     included (a thread started per call and gone by the next sample still
     counts). The kernel's per-process CPU clock, readable for any process
-    of this PID namespace, ns-exact; /proc's tick counts where it is not."""
+    of this PID namespace, ns-exact; /proc's tick counts where it is not,
+    and for the children it reaped."""
 
     def __init__(self, pid: int):
         self.pid = pid
         self.clock = ((~pid) << 3) | 2  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's ABI
 
     def seconds(self) -> float:
+        """Its own CPU time plus that of the children it has reaped (a helper
+        process started and waited for during a call still counts)."""
+        ticks = self._ticks()
         try:
-            return time.clock_gettime(self.clock)
+            own = time.clock_gettime(self.clock)
         except OSError:
-            pass
+            own = (ticks[0] + ticks[1]) / self.hz
+        return own + (ticks[2] + ticks[3]) / self.hz
+
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def _ticks(self) -> tuple[int, int, int, int]:
+        """utime, stime, cutime, cstime from /proc (clock ticks)."""
         try:
             with open(f"/proc/{self.pid}/stat", "rb") as fh:
                 raw = fh.read().decode(errors="replace")
             fields = raw[raw.rfind(")") + 2:].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            return int(fields[11]), int(fields[12]), int(fields[13]), int(fields[14])
         except (OSError, ValueError, IndexError):
-            return 0.0
+            return 0, 0, 0, 0
 
 
 def _diag(category: str, message: str) -> dict[str, Any]:

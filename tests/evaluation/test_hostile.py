@@ -47,7 +47,8 @@ def world(tmp_path_factory):
 def test_the_hostile_folder_covers_each_attack():
     assert {p.stem for p in CANDIDATES} >= {
         "deletes_memory", "reads_home_secret", "connects_loopback", "kills_supervisor", "poisons_reference",
-        "returns_tensor_subclass", "patches_torch", "works_after_returning", "caches_across_calls"}
+        "returns_tensor_subclass", "patches_torch", "works_after_returning", "caches_across_calls",
+        "stops_reference", "slows_reference"}
 
 
 @pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: p.stem)
