@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -25,6 +26,7 @@ RewardMode = Literal["sage", "paper"]
 AdoptedShare = Literal["weight", "split"]
 
 CREDIT_STRATEGIES: tuple[str, ...] = ("atu", "uniform", "adopted-only")
+CONFINEMENT_SETTINGS: tuple[str, ...] = ("auto", "required", "off")
 BACKENDS: tuple[str, ...] = ("cpu", "triton", "ascend-compile", "npu", "cuda")
 
 
@@ -89,6 +91,36 @@ class Config:
     suspicious_speedup: float = 20.0
     eval_threads: int = 1  # same thread count for reference and candidate
     warm_pool: bool = True  # fork candidates from a worker that imported torch
+
+    # --- sandbox confinement and concurrency (evaluation) --------------------
+    # "auto": bubblewrap where it works here, else process limits only, and
+    # every result says `limits-only` with the command that fixes it;
+    # "required": refuse to evaluate without bubblewrap; "off": limits only.
+    sandbox_confinement: Literal["auto", "required", "off"] = "auto"
+    sandbox_bwrap: str = "bwrap"  # the bubblewrap executable: a name on PATH or a path
+    # Hidden from candidates besides HOME, the memory database's folder (with
+    # the HTTP token file), SAGE's config dir and system secrets
+    # (os.pathsep-separated; e.g. a --token-file kept elsewhere).
+    sandbox_hide: str = ""
+    home_dir: str = field(default_factory=lambda: str(Path.home()))
+    # Private /tmp and /dev/shm of each sandbox are RAM: a candidate filling
+    # them stops at this size instead of filling the machine's memory.
+    sandbox_tmp_mb: int = 1024
+    # Evaluations at once, each on its own worker (~0.4 GB each), so a hung
+    # candidate holds up only its own caller. Concurrent runs would spoil each
+    # other's timings, so timing takes turns (one per host, see timing_lock)
+    # and other evaluations of this process pause meanwhile; correctness
+    # overlaps. 2 keeps a second client moving on a two-core machine.
+    eval_workers: int = 2
+    # While one evaluation of this process is timed the others stand still,
+    # but never longer than this: a call that hangs only while timed must not
+    # stop other callers' work until its own limit ends it.
+    timing_pause_max_s: float = 10.0
+    # One timing phase at a time per host, across SAGE processes.
+    timing_lock: str = field(default_factory=lambda: os.path.join(tempfile.gettempdir(), "sage-timing.lock"))
+    # Timing stops early once both medians are known to +-5% (95% interval):
+    # more repetitions would not change a speedup worth acting on.
+    timing_precision: float = 0.05
 
     # --- ATU (adoption-traced utility) --------------------------------------
     credit_strategy: CreditStrategy = "atu"
@@ -222,6 +254,12 @@ class Config:
             raise InvalidInput(f"learning_rate_form must be 'harmonic' or 'constant', got {self.learning_rate_form!r}")
         if self.reward_mode not in ("sage", "paper"):
             raise InvalidInput(f"reward_mode must be 'sage' or 'paper', got {self.reward_mode!r}")
+        if self.sandbox_confinement not in CONFINEMENT_SETTINGS:
+            raise InvalidInput(
+                f"sandbox_confinement must be one of {', '.join(CONFINEMENT_SETTINGS)}, got {self.sandbox_confinement!r}"
+            )
+        if self.eval_workers < 1:
+            raise InvalidInput(f"eval_workers must be at least 1, got {self.eval_workers}")
         if self.backend not in BACKENDS:
             raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not 0 < self.eta_min <= 1:

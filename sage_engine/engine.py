@@ -194,14 +194,15 @@ class Engine:
 
     def evaluate(self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
                  adopted: Sequence[Adoption] = (), trials: int | None = None, progress: Progress | None = None,
-                 candidate_path: str | None = None) -> EvalResult:
+                 candidate_path: str | None = None, cancel: Any = None) -> EvalResult:
         source, path = self.resolve_candidate(candidate)
         if trials is not None and not 1 <= trials <= 20:
             raise InvalidInput("trials must lie in 1..20")
         the_task = self.load_task(task)
         self.episodes.check_attempt(episode_id, adopted)
+        # `cancel` (a threading.Event) kills the evaluation; the harness then raises and nothing is recorded.
         result = self.harness.evaluate(the_task, source, backend=backend or self.config.backend, trials=trials,
-                                       progress=progress)
+                                       progress=progress, cancel=cancel)
         return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path)
 
     def record_result(self, result: EvalResult, *, episode_id: int | None = None, adopted: Sequence[Adoption] = (),
@@ -266,6 +267,12 @@ class Engine:
 
     def task_source(self, task_id: str) -> str:
         return self.load_task(task_id).reference_source
+
+    def confinement(self):
+        """How candidates are contained on this host: bubblewrap, or limits-only with the fix (probed once)."""
+        from sage_engine.evaluation.confine import probe
+
+        return probe(self.config.sandbox_confinement, self.config.sandbox_bwrap)
 
     def backends(self) -> list[BackendStatus]:
         return self.evaluation.backends()

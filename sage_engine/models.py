@@ -16,7 +16,7 @@ ItemKind = Literal["experience", "rule"]
 # deleted: soft-deleted, kept for the audit trail.
 ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
 EvalStatus = Literal[
-    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected"
+    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error"
 ]
 
 
@@ -306,6 +306,7 @@ class EvalResult(_Model):
     episode_id: int | None = None
     created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")
     stdout_tail: str = ""
+    confinement: str = Field("", description="How the candidate was contained: bubblewrap, or limits-only")
 
 
 class BackendStatus(_Model):
@@ -315,6 +316,7 @@ class BackendStatus(_Model):
     reason: str = Field("", description="Why it is (not) ready")
     setup: str = Field("", description="How to make it ready")
     timing_representative: bool = True
+    confinement: str | None = Field(None, description="bubblewrap or limits-only (with the command that fixes it)")
 
 
 # --------------------------------------------------------------------------- tasks

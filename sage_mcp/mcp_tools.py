@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, TypeVar
 
@@ -98,17 +99,33 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise refusal(exc) from exc
 
 
-async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any) -> T:
+async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable: bool = False, **kwargs: Any) -> T:
     """Run `fn(progress=callback, **kwargs)` on a worker thread and forward
-    each callback to the client as a progress notification."""
+    each callback to the client as a progress notification. With
+    `cancellable`, `fn` also gets `cancel`, a threading.Event set when the
+    request is cancelled (`notifications/cancelled`, or the client going
+    away), so the engine stops the work instead of finishing it for nobody."""
     send, receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](64)
     token = anyio.lowlevel.current_token()
+    cancel = threading.Event()
+    finished = False
+    if cancellable:
+        kwargs["cancel"] = cancel
+
+    async def watch_cancel() -> None:
+        # The worker thread itself cannot be interrupted: this task is, and tells it.
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            if not finished:
+                cancel.set()
+            raise
 
     def offer(update: tuple[float, float | None, str]) -> None:
         try:
             send.send_nowait(update)
-        except (anyio.WouldBlock, anyio.ClosedResourceError):
-            pass  # progress is advisory: drop an update rather than stall the evaluation
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # progress is advisory: drop an update rather than stall the evaluation (or after a cancel)
 
     def progress(done: float, total: float | None, message: str) -> None:
         anyio.from_thread.run_sync(offer, (float(done), total, message), token=token)
@@ -127,11 +144,16 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any)
     result: Any = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(forward)
+        if cancellable:
+            tg.start_soon(watch_cancel)
         with send:
             try:
                 result = await anyio.to_thread.run_sync(functools.partial(fn, progress=progress, **kwargs))
             except (SageError, *INPUT_FAULTS) as exc:
                 error = exc
+            finally:
+                finished = True
+        tg.cancel_scope.cancel()  # the watcher; the progress stream ends with `send`
     if error is not None:
         raise refusal(error) from error
     return result
@@ -192,14 +214,14 @@ async def compile_and_bench(
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
 
     Returns status (correct, incorrect, compile_error, runtime_error, timeout, crashed,
-    rejected), max errors and the first mismatch, reference and candidate timings, speedup,
+    rejected, sandbox_error), max errors and the first mismatch, reference and candidate timings, speedup,
     diagnostics with candidate line numbers, and attempt_id. A failing kernel is a result,
     not an error: read message and diagnostics, fix the code and call again. Takes seconds
     to minutes; progress is reported. Finish with record_adoption.
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
     return await _call_with_progress(
-        ctx, engine_of(ctx).evaluate, candidate=candidate, task=task, backend=backend,
+        ctx, engine_of(ctx).evaluate, cancellable=True, candidate=candidate, task=task, backend=backend,
         episode_id=episode_id, adopted=adopted, trials=trials,
     )
 
@@ -311,9 +333,12 @@ async def show_episode(ctx: Context, episode_id: Annotated[int, Field(descriptio
 
 
 async def ping(ctx: Context) -> dict[str, str]:
-    """Check that the SAGE server is up and which memory database it uses. Touches nothing."""
+    """Check that the SAGE server is up, which memory database it uses and how candidates are
+    confined (bubblewrap, or limits-only with the command that fixes it). Touches nothing."""
     state = state_of(ctx)
-    return {"server": "sage", "db": state.engine.store.describe(), "instance": state.instance, "user": engine_of(ctx).user}
+    confinement = await _call(state.engine.confinement)
+    return {"server": "sage", "db": state.engine.store.describe(), "instance": state.instance, "user": engine_of(ctx).user,
+            "confinement": confinement.mode, "confinement_detail": confinement.describe()}
 
 
 def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:

@@ -231,10 +231,11 @@ def _version() -> str:
         return "0"
 
 
-def banner(config: Config) -> str:
+def banner(config: Config, confinement: str = "") -> str:
     return (
         f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
-        f"Connect a client:\n{connect_hint(config.database)}"
+        + (f"confinement: {confinement}\n" if confinement else "")
+        + f"Connect a client:\n{connect_hint(config.database)}"
     )
 
 
@@ -255,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sage-mcp: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:
-        print(banner(config), file=sys.stderr, flush=True)
+        from sage_engine.evaluation.confine import probe
+
+        confinement = probe(config.sandbox_confinement, config.sandbox_bwrap)
+        print(banner(config, confinement.describe()), file=sys.stderr, flush=True)
     create_server(config).run()
     return 0
 

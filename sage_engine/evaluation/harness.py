@@ -3,48 +3,90 @@
     with Harness(config) as harness:
         result = harness.evaluate(load_task("softmax"), source, backend="cpu")
 
-`evaluate` returns an `EvalResult` for any candidate, however it fails, and
-raises only for caller mistakes (`InvalidInput`: empty or oversized source,
-bad trials) and unusable backends (`BackendUnavailable`). It is safe to call
-from worker threads (`anyio.to_thread`): evaluations are serialised by a lock,
-since they would compete for the same cores and spoil each other's timings.
-The progress callback is called from the evaluating thread.
+`evaluate` takes plain data (a task, the candidate's source, a backend name),
+returns an `EvalResult` for any candidate, however it fails, streams
+progress through a callback and honours a cancellation handle: once
+`cancel` (a `threading.Event`) is set, the evaluation's processes are
+killed within a second and `EvaluationCancelled` is raised. It raises
+otherwise only for caller mistakes (`InvalidInput`: empty or oversized
+source, bad trials) and unusable backends (`BackendUnavailable`, also when
+`sandbox_confinement = "required"` and this host cannot confine). It never
+touches the memory database.
+
+Safe to call from several threads at once: up to `Config.eval_workers`
+evaluations run side by side, each on its own worker, with timing phases
+taking turns (see `pool.py`). The progress callback is called from the
+evaluating thread.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable
 
+from platformdirs import user_config_dir
+
 from sage_engine.config import Config
-from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation.backends.base import Backend, get_backend
-from sage_engine.evaluation.pool import SandboxPool
+from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
+from sage_engine.evaluation import confine
+from sage_engine.evaluation.backends.base import CACHE_READABLE, Backend, confinement_for, get_backend, with_confinement
+from sage_engine.evaluation.pool import SandboxPool, Sandboxing
 from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, EvalResult
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult
 
 MAX_TRIALS = 100
+CLOSE_WAIT_S = 10.0  # closing cancels evaluations in flight and waits this long for them to return
 
 Progress = Callable[[float, "float | None", str], None]
+
+
+class EvaluationCancelled(SageError):
+    """The caller cancelled the evaluation; its processes were killed and nothing was recorded."""
+
+
+def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxing:
+    """What every sandbox of this config hides and lets through."""
+    extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()]
+    dirs, files = confine.hidden_for(config.db_path, config.home_dir, user_config_dir("sage", appauthor=False), extra)
+    readable = []
+    for sub in CACHE_READABLE:
+        # Made now, so builds published later are visible to sandboxes already running.
+        (config.cache_dir / sub).mkdir(parents=True, exist_ok=True)
+        readable.append(config.cache_dir / sub)
+    return Sandboxing(confinement, hidden_dirs=tuple(dirs), hidden_files=tuple(files),
+                      readable=tuple(confine._resolved(readable)), tmp_mb=config.sandbox_tmp_mb,
+                      timing_lock=config.timing_lock, pause_max_s=config.timing_pause_max_s)
+
+
+def limits_only_note(confinement: confine.Confinement) -> Diagnostic:
+    return Diagnostic(severity="warning", category="confinement",
+                      message=f"confinement: limits-only ({confinement.detail}); the candidate could reach your "
+                              f"files, the network and other processes. Fix: {confinement.fix}")
 
 
 class Harness:
     def __init__(self, config: Config):
         self.config = config
-        self.pool = SandboxPool(warm=config.warm_pool, threads=config.eval_threads)
+        self.confinement = confinement_for(config)
+        self.pool = SandboxPool(warm=config.warm_pool, threads=config.eval_threads,
+                                sandboxing=sandboxing_for(config, self.confinement), slots=config.eval_workers)
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
+        self._active: set[threading.Event] = set()
+        self._idle = threading.Condition(self._lock)
         self._closed = False
 
     def backend(self, name: str | None = None) -> Backend:
         name = name or self.config.backend
-        if name not in self._backends:
-            self._backends[name] = get_backend(name, self.config, pool=self.pool)
-        return self._backends[name]
+        with self._lock:
+            if name not in self._backends:
+                self._backends[name] = get_backend(name, self.config, pool=self.pool)
+            return self._backends[name]
 
     def backend_status(self, name: str | None = None) -> BackendStatus:
-        return self.backend(name).status()
+        return with_confinement(self.backend(name).status(), self.confinement)
 
     def evaluate(
         self,
@@ -54,6 +96,7 @@ class Harness:
         backend: str | None = None,
         trials: int | None = None,
         progress: Progress | None = None,
+        cancel: threading.Event | None = None,
     ) -> EvalResult:
         if not isinstance(candidate_source, str) or not candidate_source.strip():
             raise InvalidInput("the candidate source is empty; pass the code of a module defining class ModelNew")
@@ -65,28 +108,50 @@ class Harness:
         n_trials = self.config.correctness_trials if trials is None else trials
         if not isinstance(n_trials, int) or not 1 <= n_trials <= MAX_TRIALS:
             raise InvalidInput(f"trials must be an integer from 1 to {MAX_TRIALS}, got {trials!r}")
+        if self.confinement.required and not self.confinement.confined:
+            raise BackendUnavailable(
+                f"evaluation refused: sandbox_confinement is 'required' but {self.confinement.detail}. "
+                f"Fix: {self.confinement.fix}"
+            )
+        chosen = self.backend(backend)
+        status = chosen.status()
+        if not status.ready:
+            raise BackendUnavailable(f"backend {status.name!r} is not ready: {status.reason}. {status.setup}".strip())
+        handle = cancel or threading.Event()
         with self._lock:
             if self._closed:
                 raise InvalidInput("this Harness is closed; create a new one")
-            chosen = self.backend(backend)
-            status = chosen.status()
-            if not status.ready:
-                raise BackendUnavailable(f"backend {status.name!r} is not ready: {status.reason}. {status.setup}".strip())
+            self._active.add(handle)
+        try:
             start = time.monotonic()
-            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress)
-            result.duration_s = round(time.monotonic() - start, 4)
-            return result
+            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle)
+            if handle.is_set():
+                raise EvaluationCancelled("the evaluation was cancelled; nothing was recorded")
+        finally:
+            with self._lock:
+                self._active.discard(handle)
+                self._idle.notify_all()
+        update: dict = {"duration_s": round(time.monotonic() - start, 4), "confinement": self.confinement.mode}
+        if not self.confinement.confined:
+            update["diagnostics"] = [*result.diagnostics, limits_only_note(self.confinement)]
+        return result.model_copy(update=update)
 
     def close(self) -> None:
+        """Cancel evaluations in flight, wait for them briefly, stop every worker."""
         with self._lock:
             self._closed = True
-            for backend in self._backends.values():
-                backend.close()
+            for handle in self._active:
+                handle.set()
+            self._idle.wait_for(lambda: not self._active, timeout=CLOSE_WAIT_S)
+            backends = list(self._backends.values())
             self._backends.clear()
-            self.pool.close()
+        for backend in backends:
+            backend.close()
+        self.pool.close()
 
     def __enter__(self) -> "Harness":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -64,6 +64,11 @@ def _from_outcome(
     elif outcome.killed == "worker":
         message = f"the sandbox worker was lost{stage}: {outcome.output_tail or 'no detail'}"
         tail = ""
+    elif outcome.killed == "sandbox":
+        # bubblewrap refused to start the sandbox: not the candidate's doing, and never run unconfined instead.
+        status, category = "sandbox_error", "sandbox"
+        message = f"the sandbox could not be started: {outcome.output_tail}"
+        tail = ""
     elif outcome.exit_code is not None and outcome.exit_code < 0:
         sig = -outcome.exit_code
         name = _signal_name(sig)
@@ -130,7 +135,8 @@ def _from_report(
         stdout_tail=tail,
         timing_representative=timing_representative,
         phases={k: round(float(v), 6) for k, v in report.get("phases", {}).items()},
-        compile_info={"timed_case": timing_report["case"], "timer": timing_report["timer"]} if timing_report else {},
+        compile_info={**({"timed_case": timing_report["case"], "timer": timing_report["timer"]} if timing_report else {}),
+                      **({"checks": report["checks"]} if report.get("checks") else {})},
         **fields,
     )
 

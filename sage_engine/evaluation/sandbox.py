@@ -1,8 +1,9 @@
-"""Containing one evaluation child: environment, process limits, supervision.
+"""Containing evaluation processes: environment, process limits, the
+process watch, and what a supervisor reports (`Outcome`).
 
-Used by both supervisors: the warm worker (which forks the child) and the
-harness's cold path (which spawns a fresh interpreter). Standard library
-only, Linux-first.
+Used by the worker (which forks an evaluation's children and supervises
+them) and the harness (which supervises the worker). Standard library only,
+Linux-first. Namespaces (filesystem, network, PIDs) come from `confine.py`.
 
 Limits and why each mechanism:
 - wall clock: the supervisor's deadline, then SIGKILL to everything the
@@ -20,19 +21,19 @@ Limits and why each mechanism:
   one small read, not a /proc scan;
 - output: stdout and stderr go to a pipe the supervisor drains, keeping a
   bounded tail.
+Confined, the harness puts the whole sandbox in one pids cgroup (the
+sandbox sees /sys read-only); the worker then reads its counters only.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import selectors
 import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, MutableMapping
+from typing import Any, MutableMapping
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_")
@@ -42,10 +43,6 @@ SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_")
 # forking to get there on two cores, so a lower cap would not stop it much sooner.
 MAX_TASKS = 128
 OUTPUT_TAIL_BYTES = 64 * 1024
-RESULT_LINE_MAX = 32 * 1024 * 1024  # a result line longer than this is not from the runner
-POLL_S = 0.05
-DRAIN_S = 2.0  # after the child exits, how long leftover holders of its pipes may keep them open
-STACK_DUMP_S = 0.5  # on timeout, time the child gets to print its stack before SIGKILL
 _cgroup_counter = itertools.count()
 _PENDING_REMOVAL: set[Path] = set()
 _swept = False
@@ -56,13 +53,19 @@ def is_secret(name: str) -> bool:
     return any(m in upper for m in SECRET_MARKERS) or upper.startswith(SECRET_PREFIXES)
 
 
+def withheld(name: str) -> bool:
+    """Not passed to evaluation processes: secrets, and SAGE's own settings
+    (they name the memory database and where SAGE keeps its files)."""
+    return is_secret(name) or name.upper().startswith("SAGE_")
+
+
 def scrub_environ(env: MutableMapping[str, str]) -> None:
-    for name in [n for n in env if is_secret(n)]:
+    for name in [n for n in env if withheld(n)]:
         del env[name]
 
 
 def child_environment(base: MutableMapping[str, str], extra: dict[str, str]) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not is_secret(k)}
+    env = {k: v for k, v in base.items() if not withheld(k)}
     env.update(extra)
     return env
 
@@ -145,28 +148,41 @@ class PidsCgroup:
         if base is None:
             return None
         _sweep_dead_owners(base)
-        path = base / f"sage-eval-{os.getpid()}-{next(_cgroup_counter)}"
+        return cls.create_at(base, f"sage-eval-{os.getpid()}-{next(_cgroup_counter)}", max_tasks)
+
+    @classmethod
+    def existing(cls, path: str) -> "PidsCgroup | None":
+        """A cgroup made by someone else (the harness, for a whole sandbox)."""
+        p = Path(path)
+        return cls(p) if (p / "pids.max").exists() else None
+
+    @classmethod
+    def create_at(cls, base: Path, name: str, max_tasks: int) -> "PidsCgroup | None":
+        path = base / name
         try:
             path.mkdir()
-        except OSError:
-            return None
-        try:
             (path / "pids.max").write_text(str(max_tasks))
         except OSError:
-            cg = cls(path)
-            cg.remove()
+            try:
+                path.rmdir()
+            except OSError:
+                pass
             return None
         return cls(path)
 
-    def limit_hit(self) -> bool:
+    def events_max(self) -> int:
+        """How often a fork failed at pids.max, since the cgroup was made."""
         try:
             for line in (self.path / "pids.events").read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "max" and int(value) > 0:
-                    return True
+                if key == "max":
+                    return int(value)
         except (OSError, ValueError):
             pass
-        return False
+        return 0
+
+    def limit_hit(self) -> bool:
+        return self.events_max() > 0
 
     def members(self) -> list[int]:
         try:
@@ -213,12 +229,12 @@ class PidsCgroup:
 
 
 def _sweep_dead_owners(base: Path) -> None:
-    """Remove empty evaluation cgroups left by supervisors that died."""
+    """Remove empty evaluation and sandbox cgroups left by processes that died."""
     global _swept
     if _swept:
         return
     _swept = True
-    for path in base.glob("sage-eval-*"):
+    for path in [*base.glob("sage-eval-*"), *base.glob("sage-worker-*")]:
         owner = path.name.split("-")[2]
         if owner.isdigit() and not Path(f"/proc/{owner}").exists():
             try:
@@ -342,7 +358,7 @@ class Outcome:
 
     result: dict[str, Any] | None = None
     exit_code: int | None = None  # negative: killed by that signal
-    killed: str | None = None  # "timeout", "processes", "worker"
+    killed: str | None = None  # "timeout", "processes", "worker", "cancelled"
     output_tail: str = ""
     output_bytes: int = 0
     wall_s: float = 0.0
@@ -355,114 +371,6 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Outcome":
         return cls(**data)
-
-
-def supervise(
-    leader: int,
-    *,
-    result_fd: int,
-    output_fd: int,
-    timeout_s: float,
-    token: str,
-    watch: ProcessWatch,
-    poll_exit: Callable[[], int | None],
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-) -> Outcome:
-    """Drain the child's pipes until it exits, enforcing the deadline and the
-    task limit. Closes neither fd."""
-    start = time.monotonic()
-    deadline = start + timeout_s
-    outcome = Outcome()
-    tail = TailBuffer()
-    pending = bytearray()
-    sel = selectors.DefaultSelector()
-    for fd in (result_fd, output_fd):
-        os.set_blocking(fd, False)
-        sel.register(fd, selectors.EVENT_READ)
-    exited_at: float | None = None
-    dump_at: float | None = None
-    try:
-        while True:
-            now = time.monotonic()
-            if outcome.killed is None and exited_at is None:
-                if now >= deadline and dump_at is None:
-                    # faulthandler in the child prints where it is stuck; the
-                    # stack lands in the output tail and names the line.
-                    dump_at = now
-                    _signal(leader, signal.SIGUSR1)
-                elif dump_at is not None and now - dump_at >= STACK_DUMP_S:
-                    outcome.killed = "timeout"
-                    watch.kill_all()
-                elif watch.over_limit():
-                    outcome.killed = "processes"
-                    watch.kill_all()
-            wait = POLL_S if exited_at is None else min(POLL_S, 0.01)
-            for key, _ in sel.select(wait) if sel.get_map() else []:
-                try:
-                    data = os.read(key.fd, 1 << 16)
-                except BlockingIOError:
-                    continue
-                if not data:
-                    sel.unregister(key.fd)
-                elif key.fd == output_fd:
-                    tail.add(data)
-                else:
-                    pending += data
-                    _take_lines(pending, token, outcome, on_event)
-            if outcome.exit_code is None:
-                code = poll_exit()
-                if code is not None:
-                    outcome.exit_code = code
-                    exited_at = time.monotonic()
-                    # Whatever the candidate left running in the background goes too.
-                    watch.kill_all()
-            if outcome.killed is not None:
-                # Everything got SIGKILL; it dies on its own (hundreds of
-                # exiting torch processes take seconds) and is reaped later.
-                break
-            if exited_at is not None and (not sel.get_map() or time.monotonic() - exited_at > DRAIN_S):
-                break
-    finally:
-        sel.close()
-        watch.kill_all()
-    if outcome.killed is None and watch.cgroup is not None and watch.cgroup.limit_hit():
-        outcome.killed = "processes"  # it reported, but only after its forks hit pids.max
-    outcome.output_tail = tail.text()
-    outcome.output_bytes = tail.total
-    outcome.wall_s = time.monotonic() - start
-    return outcome
-
-
-def _take_lines(pending: bytearray, token: str, outcome: Outcome, on_event) -> None:
-    while True:
-        nl = pending.find(b"\n")
-        if nl < 0:
-            if len(pending) > RESULT_LINE_MAX:
-                pending.clear()
-                outcome.forged_lines += 1
-            return
-        line = bytes(pending[:nl])
-        del pending[: nl + 1]
-        try:
-            event = json.loads(line)
-        except ValueError:
-            outcome.forged_lines += 1
-            continue
-        if not isinstance(event, dict) or event.pop("token", None) != token:
-            outcome.forged_lines += 1
-            continue
-        if event.get("ev") == "result":
-            if outcome.result is None:
-                outcome.result = event.get("result")
-            continue
-        if event.get("ev") == "case":
-            outcome.events.append(event)
-        if on_event is not None:
-            on_event(event)
-
-
-def exit_code_from_status(status: int) -> int:
-    return os.waitstatus_to_exitcode(status)
 
 
 def reap_orphans() -> None:

@@ -1,15 +1,17 @@
 """Timing reference and candidate fairly.
 
-Runs inside the sandbox child. Both sides run in the same process with the
-same thread count; after warm-ups they alternate in rounds (ABBA order, so
-neither side always runs second, right after the other warmed the caches),
-until both have at least `min_reps`, and the time budget is spent or
-`max_reps` is reached. Medians and IQR, never a single time: shared machines
-are noisy.
+`measure_alternating` runs in the worker: each side is a callable that runs
+one sample in its own process (same thread count) and returns its seconds.
+After warm-ups they alternate in rounds (ABBA order, so neither side always
+runs second, right after the other warmed the caches) until both have at
+least `min_reps` and either both medians are known to `precision` or the
+time budget is spent, or `max_reps` is reached. Medians and IQR, never a
+single time: shared machines are noisy.
 
-A timer is chosen by name so device backends can time with device events:
-`perf_counter` (host wall clock, the default), `cuda-event`, `npu-event`, or
-`"package.module:factory"` where `factory()` returns a timer.
+A timer is chosen by name: `perf_counter` (the worker's clock around each
+command, the default), or for device backends `cuda-event`, `npu-event`, or
+`"package.module:factory"` where `factory()` returns a timer; those run in
+the child, around a batch of calls and a sync of every stream.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ Timer = Callable[[Callable[[], Any]], float]  # runs fn once, returns seconds
 # A very slow candidate (an interpreter) still stops after this many budgets,
 # with at least three repetitions.
 HARD_CAP_BUDGETS = 5.0
+Z_95 = 1.96  # two-sided 95% for the order-statistic interval of a median
 
 
 def perf_counter_timer(fn: Callable[[], Any]) -> float:
@@ -49,6 +52,9 @@ def event_timer(device: str, flush_mb: int = 0) -> Timer:
         start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
         start.record()
         fn()
+        # Every stream, not just the current one: work left on a side stream
+        # counts, since the end event is recorded only once it is done.
+        mod.synchronize()
         end.record()
         end.synchronize()
         return start.elapsed_time(end) / 1000.0
@@ -91,19 +97,39 @@ def stats(samples_s: list[float]) -> dict[str, float | int]:
     }
 
 
+def median_interval(samples: list[float]) -> tuple[float, float]:
+    """Distribution-free ~95% interval of the median: order statistics
+    k and n-1-k with k = floor((n - 1.96 sqrt(n)) / 2)."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    k = max(0, int((n - Z_95 * n ** 0.5) // 2))
+    return ordered[k], ordered[n - 1 - k]
+
+
+def known_to(samples: list[float], precision: float) -> bool:
+    """Whether the median's interval lies within +-precision of it."""
+    if precision <= 0 or len(samples) < 2:
+        return False
+    lo, hi = median_interval(samples)
+    mid = statistics.median(samples)
+    return mid > 0 and (hi - lo) / 2 <= precision * mid
+
+
 def measure_alternating(
-    reference: Callable[[], Any],
-    candidate: Callable[[], Any],
+    reference: Callable[[], float],
+    candidate: Callable[[], float],
     *,
-    timer: Timer = perf_counter_timer,
     warmup: int = 3,
     min_reps: int = 10,
     max_reps: int = 200,
     budget_s: float = 2.0,
+    precision: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[list[float], list[float]]:
-    """Raw samples (seconds) for reference and candidate. `budget_s` is per
-    side: the loop stops once both sides together used twice that."""
+    """Samples (seconds) for reference and candidate; each callable runs one
+    sample and returns its time. `budget_s` is per side: the loop stops once
+    both sides together used twice that, or earlier once `precision` > 0 and
+    both medians are known to within it."""
     for _ in range(warmup):
         reference()
         candidate()
@@ -111,23 +137,23 @@ def measure_alternating(
     cand_s: list[float] = []
     gc.collect()
     gc_was_enabled = gc.isenabled()
-    # A collection in the middle of one side's call would be charged to it.
+    # A collection in the middle of one side's sample would be charged to it.
     gc.disable()
     try:
         start = clock()
         rounds = 0
         while True:
             if rounds % 2 == 0:
-                ref_s.append(timer(reference))
-                cand_s.append(timer(candidate))
+                ref_s.append(reference())
+                cand_s.append(candidate())
             else:
-                cand_s.append(timer(candidate))
-                ref_s.append(timer(reference))
+                cand_s.append(candidate())
+                ref_s.append(reference())
             rounds += 1
             elapsed = clock() - start
             if rounds >= max_reps:
                 break
-            if rounds >= min_reps and elapsed >= 2 * budget_s:
+            if rounds >= min_reps and (elapsed >= 2 * budget_s or known_to(ref_s, precision) and known_to(cand_s, precision)):
                 break
             if rounds >= 3 and elapsed >= 2 * budget_s * HARD_CAP_BUDGETS:
                 break

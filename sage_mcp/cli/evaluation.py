@@ -169,10 +169,17 @@ def backends() -> None:
 @pass_state
 @handle_errors
 def backends_list(state: State) -> None:
-    """Every backend, whether it is ready on this machine, and how to make it ready."""
+    """Every backend, whether it is ready here, how its candidates are confined, and how to make it ready."""
     rows = state.engine.backends()
-    emit(state, rows, lambda rs: table(None, ["backend", "ready", "hardware", "reason / setup"],
-         [(b.name, "yes" if b.ready else "no", b.hardware or "-", b.reason if b.ready else f"{b.reason} — {b.setup}") for b in rs]))
+    confinement = state.engine.confinement()
+
+    def render(rs):
+        table(None, ["backend", "ready", "hardware", "confinement", "reason / setup"],
+              [(b.name, "yes" if b.ready else "no", b.hardware or "-", confinement.mode,
+                b.reason if b.ready else f"{b.reason} — {b.setup}") for b in rs])
+        console.print(f"confinement: {confinement.describe()}", highlight=False, markup=False)
+
+    emit(state, rows, render)
 
 
 def _progress() -> Progress:

@@ -76,15 +76,33 @@ def _live_descendants(root: int) -> list[int]:
     return found
 
 
+def _is_worker(pid: int) -> bool:
+    """The worker's interpreter itself (not the bubblewrap processes whose arguments name it)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[1:3] == [b"-m", b"sage_engine.evaluation.worker"]
+
+
+def _evaluation_processes(worker_launch: int) -> list[int]:
+    """What evaluations started below a worker (its own sandbox processes excluded)."""
+    table = sandbox.proc_table()
+    workers = [p for p in [worker_launch, *_live_descendants(worker_launch)]
+               if _is_worker(p) and not _is_worker(table[p].ppid if p in table else 0)]
+    return [p for w in workers for p in _live_descendants(w)]
+
+
 @pytest.mark.slow
 def test_fork_bomb_is_killed_whole_and_reported_as_crashed(short, relu):
     result = short.evaluate(relu, body("while True:", "    os.fork()"))
     assert result.status == "crashed" and "processes" in result.message, result.message
-    (worker,) = short.pool.worker_pids()
     deadline = time.monotonic() + 60
-    while _live_descendants(worker) and time.monotonic() < deadline:
+    left = [p for w in short.pool.worker_pids() for p in _evaluation_processes(w)]
+    while left and time.monotonic() < deadline:
         time.sleep(0.1)  # SIGKILLed processes finish exiting in the background
-    assert _live_descendants(worker) == []
+        left = [p for w in short.pool.worker_pids() for p in _evaluation_processes(w)]
+    assert left == []
     still_serves(short, relu)
 
 
@@ -121,12 +139,13 @@ def test_candidate_that_kills_its_worker_gets_crashed_and_a_new_worker(short, re
     still_serves(short, relu)
 
 
-def test_dead_worker_is_restarted_by_the_next_evaluation(short, relu):
+def test_dead_workers_are_restarted_by_the_next_evaluation(short, relu):
     still_serves(short, relu)
-    (worker,) = short.pool.worker_pids()
-    os.kill(worker, 9)
+    killed = short.pool.worker_pids()
+    for worker in killed:  # the warm one and the spare
+        os.kill(worker, 9)
     still_serves(short, relu)
-    assert short.pool.worker_pids() != [worker]
+    assert short.pool.worker_pids() and not set(short.pool.worker_pids()) & set(killed)
 
 
 CHECK_ENV = GOOD.replace(
@@ -134,7 +153,7 @@ CHECK_ENV = GOOD.replace(
     "        leaked = [k for k in os.environ if 'TOKEN' in k or k.startswith('ANTHROPIC_')]\n"
     "        if leaked:\n"
     "            raise RuntimeError(f'secrets leaked: {leaked}')\n"
-    "        if not os.path.basename(os.getcwd()).startswith('sage-eval-'):\n"
+    "        if not os.path.basename(os.path.dirname(os.getcwd())).startswith('sage-eval-'):\n"
     "            raise RuntimeError(f'cwd is {os.getcwd()}')\n"
     "        if torch.get_num_threads() != 1:\n"
     "            raise RuntimeError(f'{torch.get_num_threads()} threads')\n"
@@ -190,6 +209,8 @@ def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
         "return torch.zeros_like(x)",
     )
     result = short.evaluate(relu, candidate)
-    assert result.status == "incorrect"
-    assert any(d.category == "cheat" and "result channel" in d.message for d in result.diagnostics)
+    # The garbage it wrote reaches the reference process's frame stream too: the candidate is rejected for it
+    # (and the forged lines on the event channel, when they were read before that decision, are reported).
+    assert result.status == "rejected" and "garbled" in result.message, result.message
+    assert any(d.category == "cheat" for d in result.diagnostics)
     still_serves(short, relu)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -82,7 +83,7 @@ def setup(config: Config, log: Callable[[str], None] | None = None, *, force: bo
 class AscendCompileBackend(SandboxBackend):
     name = NAME
     timing_representative = False
-    runner = f"{WORKER}:run_interpreted"
+    candidate_hook = f"{WORKER}:InterpretedRun"
 
     # ------------------------------------------------------------------ status
 
@@ -146,7 +147,8 @@ class AscendCompileBackend(SandboxBackend):
 
     # -------------------------------------------------------------- evaluation
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
+                 cancel: threading.Event | None = None) -> EvalResult:
         ready, reason = self._ready()
         if not ready:
             raise BackendUnavailable(f"{reason}; run `{SETUP_COMMAND}`")
@@ -155,7 +157,7 @@ class AscendCompileBackend(SandboxBackend):
             raise InvalidInput(f"chip {self.config.chip!r} is not a target of the Ascend compile gate; "
                                f"set SAGE_CHIP to one of {', '.join(chips)}")
         report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        first, outcome = self.run_sandbox(task, source, trials, report)
+        first, outcome = self.run_sandbox(task, source, trials, report, cancel)
         if outcome is None:
             report.finish(first.status)
             return first
@@ -168,7 +170,7 @@ class AscendCompileBackend(SandboxBackend):
             ], launches)
         elif first.status in ("correct", "incorrect", "runtime_error") and launches:
             report(2 + len(task.case_rows), f"lowering {len(launches)} kernel launch(es) for {self.config.chip}")
-            verdicts = self._compile(task, source, trials, launches)
+            verdicts = self._compile(task, source, trials, launches, cancel)
             if isinstance(verdicts, EvalResult):
                 result = verdicts
             elif any(not v.passed for v in verdicts):
@@ -186,14 +188,15 @@ class AscendCompileBackend(SandboxBackend):
         report.finish(result.status)
         return result
 
-    def _compile(self, task: Task, source: str, trials: int, launches: list) -> list[KernelVerdict] | EvalResult:
+    def _compile(self, task: Task, source: str, trials: int, launches: list,
+                 cancel: threading.Event | None) -> list[KernelVerdict] | EvalResult:
         request = self.build_request(task, source, trials)
         request.update(
             runner=f"{WORKER}:run_compile", env={"TRITON_DISABLE_LINE_INFO": "false"}, launches=launches,
             chip=self.config.chip, bishengir=str(bishengir_path(self.env_path())),
             bishengir_flags=list(BISHENGIR_FLAGS),
         )
-        outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None)
+        outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None, cancel)
         if outcome.result is None or "kernels" not in outcome.result:
             failed = results.from_outcome(
                 outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,

@@ -5,8 +5,8 @@ ascend-compile virtualenv's interpreter (torch, triton-ascend, numpy<2), so
 this module imports only the standard library, torch, triton and SAGE's pure
 child-side modules.
 
-- `run_interpreted` (with TRITON_INTERPRET=1): the standard correctness run,
-  with every `@triton.jit` launch recorded on the way (kernel, argument
+- `InterpretedRun` (with TRITON_INTERPRET=1): wraps the standard correctness
+  run in the candidate process, recording every `@triton.jit` launch on the way (kernel, argument
   signature, constexprs, grid). A launch whose grid exceeds 65535 in a
   dimension is refused before the interpreter runs it: the device would
   refuse it too ("coreDim ... can't be greater than UINT16_MAX").
@@ -174,24 +174,28 @@ def install_fast_reductions() -> None:
     interpreter.ReduceOps.apply_impl = apply_impl
 
 
-def run_interpreted(request: dict[str, Any], emit: Any) -> dict[str, Any]:
-    """The standard correctness run, recording kernel launches."""
-    from sage_engine.evaluation import child
+class InterpretedRun:
+    """Around the standard correctness run in the candidate process: records
+    every kernel launch, and turns a refused grid into a compile error."""
 
-    install_fast_reductions()
-    recorder = LaunchRecorder(str(Path(request["workdir"], CANDIDATE_FILE)))
-    recorder.install()
-    result = child.run_evaluation(request, emit)
-    result["launches"] = list(recorder.launches.values())
-    err = recorder.grid_error
-    if err is not None:
-        result.update(
-            status="compile_error",
-            message=str(err),
-            diagnostics=[{"category": "grid_too_large", "message": str(err), "line": err.line,
-                          "kernel": err.kernel, "severity": "error", "column": None}],
-        )
-    return result
+    def __init__(self, request: dict[str, Any]):
+        install_fast_reductions()
+        self.recorder = LaunchRecorder(str(Path(os.getcwd(), CANDIDATE_FILE)))
+        self.recorder.install()
+
+    def extras(self) -> dict[str, Any]:
+        return {"launches": list(self.recorder.launches.values())}
+
+    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
+        report.update(self.extras())
+        err = self.recorder.grid_error
+        if err is not None:
+            report.update(
+                ev="fail", status="compile_error", message=str(err),
+                diagnostics=[{"category": "grid_too_large", "message": str(err), "line": err.line,
+                              "kernel": err.kernel, "severity": "error", "column": None}],
+            )
+        return report
 
 
 # ----------------------------------------------------------------------- compile
@@ -229,7 +233,7 @@ def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any],
             f"kernel {launch['qualname']} is not a module-level @triton.jit function; "
             "the compile gate can only lower kernels defined at module level"))
         return out
-    workdir = request["workdir"]
+    workdir = os.getcwd()
     cache = os.path.join(workdir, f"triton-cache-{index}")
     os.environ["TRITON_CACHE_DIR"] = cache
     src = ASTSource(fn, dict(launch["signature"]), dict(launch["constants"]))
@@ -268,7 +272,7 @@ def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any],
 
 def run_compile(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     """Lower every recorded launch; one record per launch."""
-    path = str(Path(request["workdir"], CANDIDATE_FILE))
+    path = str(Path(os.getcwd(), CANDIDATE_FILE))
     Path(path).write_text(request["candidate_source"], encoding="utf-8")
     module = _load_candidate(path)
     launches = request["launches"]

@@ -5,15 +5,17 @@ A backend turns (task, candidate source) into an `EvalResult`:
     class MyBackend(Backend):
         name = "my-backend"
         def status(self) -> BackendStatus: ...       # cheap; never raises
-        def evaluate(self, task, source, *, trials, progress=None) -> EvalResult: ...
+        def evaluate(self, task, source, *, trials, progress=None, cancel=None) -> EvalResult: ...
 
-Most backends subclass `SandboxBackend` and only say how their child runs:
-`launch()` (interpreter, e.g. a backend's own virtualenv, and environment),
-`child_env()`, `device`, `timer` (a name from `timing.TIMERS` or
-"module:factory" importable in the child), `runner` (the child-side routine,
-"module:function"; the default compiles, checks and times) and
-`timing_options()`. Static checks (syntax, anti-cheat) run first for every
-sandboxed backend.
+Most backends subclass `SandboxBackend` and only say how their children run:
+`launch()` (interpreter, e.g. a backend's own virtualenv, environment, the
+device nodes its sandbox needs), `child_env()`, `build_vars()` (variables
+that point into the candidate's private build folder), `device`, `timer`
+(a name from `timing.TIMERS` or "module:factory" importable in the child),
+`candidate_hook` (child-side code around the candidate's run,
+"module:factory") or `runner` (a routine with no reference, "module:function")
+and `timing_options()`. Static checks (syntax, anti-cheat) run first for
+every sandboxed backend: early, friendly feedback; the sandbox is the boundary.
 
 The registry imports backend modules lazily. `ascend-compile`, `npu` and
 `cuda` live in `ascend_compile.py`, `npu.py` and `cuda.py` (classes
@@ -26,12 +28,13 @@ from __future__ import annotations
 import importlib
 import logging
 import secrets
+import threading
 from abc import ABC, abstractmethod
 from typing import Any, Callable, ClassVar
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation import anticheat, hostinfo, results
+from sage_engine.evaluation import anticheat, confine, hostinfo, results
 from sage_engine.evaluation.pool import Launch, SandboxPool
 from sage_engine.evaluation.sandbox import MAX_TASKS
 from sage_engine.evaluation.tasks import Task
@@ -47,6 +50,10 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "npu": ("sage_engine.evaluation.backends.npu", "NpuBackend"),
     "cuda": ("sage_engine.evaluation.backends.cuda", "CudaBackend"),
 }
+# The cache subfolders a sandbox may read: backend virtualenvs and the
+# per-candidate build folders (each backend's `build_namespace`). Not the
+# cache dir whole: a memory database may sit in it.
+CACHE_READABLE: tuple[str, ...] = ("backends", "torch_extensions", "triton", "cuda_extensions", "npu_extensions")
 SETUP_HINTS: dict[str, str] = {
     "ascend-compile": "needs its own virtualenv with triton-ascend, ascendnpu-ir, pybind11 and numpy<2 "
                       "(built under the SAGE cache dir); no NPU required",
@@ -67,7 +74,11 @@ class Backend(ABC):
     @property
     def pool(self) -> SandboxPool:
         if self._pool is None:
-            self._pool = SandboxPool(warm=self.config.warm_pool, threads=self.config.eval_threads)
+            from sage_engine.evaluation.harness import sandboxing_for
+
+            c = self.config
+            self._pool = SandboxPool(warm=c.warm_pool, threads=c.eval_threads, slots=c.eval_workers,
+                                     sandboxing=sandboxing_for(c, confinement_for(c)))
         return self._pool
 
     @abstractmethod
@@ -76,9 +87,11 @@ class Backend(ABC):
 
     @abstractmethod
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
+        self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
+        cancel: threading.Event | None = None,
     ) -> EvalResult:
-        """A result for any candidate, however it fails; never raises for candidate faults."""
+        """A result for any candidate, however it fails; never raises for candidate faults.
+        Once `cancel` is set the evaluation's processes are killed and it returns at once."""
 
     def close(self) -> None:
         if self._owns_pool and self._pool is not None:
@@ -90,7 +103,9 @@ class SandboxBackend(Backend):
 
     device: ClassVar[str] = "cpu"
     timer: ClassVar[str] = "perf_counter"
-    runner: ClassVar[str | None] = None  # None: child.DEFAULT_RUNNER
+    runner: ClassVar[str | None] = None  # a child routine with no reference process (None: compare with it)
+    candidate_hook: ClassVar[str | None] = None  # "module:factory" wrapped around the candidate's run
+    build_namespace: ClassVar[str | None] = None  # cache subfolder of per-candidate build folders
 
     def launch(self) -> Launch:
         return Launch()
@@ -98,10 +113,15 @@ class SandboxBackend(Backend):
     def child_env(self, task: Task, source: str) -> dict[str, str]:
         return {}
 
+    def build_vars(self) -> dict[str, str]:
+        """Environment variables pointing into the candidate's build folder
+        (variable -> subfolder, "" for the folder itself)."""
+        return {}
+
     def timing_options(self) -> dict[str, Any] | None:
         c = self.config
         return {"timer": self.timer, "warmup": c.timing_warmup, "min_reps": c.timing_min_reps,
-                "max_reps": c.timing_max_reps, "budget_s": c.timing_budget_s}
+                "max_reps": c.timing_max_reps, "budget_s": c.timing_budget_s, "precision": c.timing_precision}
 
     def hardware(self) -> str:
         return hostinfo.cpu_hardware()
@@ -145,22 +165,34 @@ class SandboxBackend(Backend):
             "env": self.child_env(task, source),
             "preload": [],
             "runner": self.runner,
+            "candidate_hook": self.candidate_hook,
             "timeout_s": c.eval_timeout_s,
             "limits": {"memory_mb": c.eval_memory_mb, "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS},
+            "build": self.build_spec(source),
         }
+
+    def build_spec(self, source: str) -> dict[str, Any] | None:
+        """The candidate's own build folder: one per source hash, so an
+        unchanged candidate reuses its build and no candidate can write
+        another's (the pool gives the sandbox a private copy)."""
+        if self.build_namespace is None or not self.build_vars():
+            return None
+        key = f"{self.build_namespace}/{hostinfo.candidate_hash(source)}"
+        return {"key": key, "cache": str(self.config.cache_dir / key), "vars": self.build_vars()}
 
     def progress_steps(self, task: Task) -> int:
         return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
 
-    def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay") -> tuple[EvalResult, Any]:
-        """Static checks, then the candidate in the sandbox child. Returns the
-        result and the child's raw outcome (None when the static checks
-        decided), so a backend can add what its child reported."""
+    def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay",
+                    cancel: threading.Event | None = None) -> tuple[EvalResult, Any]:
+        """Static checks, then the candidate in the sandbox. Returns the
+        result and the worker's raw outcome (None when the static checks
+        decided), so a backend can add what its children reported."""
         report(0, "running static checks")
         early = self.static_check(task, source)
         if early is not None:
             return early, None
-        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event)
+        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event, cancel)
         result = results.from_outcome(
             outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
             max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
@@ -169,10 +201,11 @@ class SandboxBackend(Backend):
         return result, outcome
 
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: Progress | None = None
+        self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
+        cancel: threading.Event | None = None,
     ) -> EvalResult:
         report = _ProgressRelay(progress, total=self.progress_steps(task))
-        result, _ = self.run_sandbox(task, source, trials, report)
+        result, _ = self.run_sandbox(task, source, trials, report, cancel)
         report.finish(result.status)
         return result
 
@@ -220,7 +253,8 @@ class UnavailableBackend(Backend):
         return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup,
                              timing_representative=False)
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
+                 cancel: threading.Event | None = None) -> EvalResult:
         raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
 
 
@@ -241,10 +275,26 @@ def get_backend(name: str, config: Config, pool: SandboxPool | None = None) -> B
 
 def list_backends(config: Config) -> list[BackendStatus]:
     out = []
+    confinement = confinement_for(config)
     for name in REGISTRY:
         backend = get_backend(name, config)
         try:
-            out.append(backend.status())
+            out.append(with_confinement(backend.status(), confinement))
         finally:
             backend.close()
     return out
+
+
+def confinement_for(config: Config) -> confine.Confinement:
+    """How this host confines evaluations under `config` (probed once per process)."""
+    return confine.probe(config.sandbox_confinement, config.sandbox_bwrap)
+
+
+def with_confinement(status: BackendStatus, confinement: confine.Confinement) -> BackendStatus:
+    """A backend's status with how its candidates are contained; under
+    `required` without bubblewrap the backend is not ready."""
+    update: dict[str, Any] = {"confinement": confinement.describe()}
+    if confinement.required and not confinement.confined:
+        update.update(ready=False, reason=f"sandbox_confinement is 'required' but {confinement.detail}",
+                      setup=confinement.fix)
+    return status.model_copy(update=update)

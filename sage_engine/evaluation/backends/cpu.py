@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 
-from sage_engine.evaluation import hostinfo
 from sage_engine.evaluation.backends.base import SandboxBackend
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus
@@ -13,14 +12,16 @@ from sage_engine.models import BackendStatus
 class CpuBackend(SandboxBackend):
     name = "cpu"
     timing_representative = True
+    # One build folder per candidate source: an unchanged candidate reuses its
+    # compiled extension, and two candidates that pick the same extension
+    # name never build over each other.
+    build_namespace = "torch_extensions"
+
+    def build_vars(self) -> dict[str, str]:
+        return {"TORCH_EXTENSIONS_DIR": ""}
 
     def child_env(self, task: Task, source: str) -> dict[str, str]:
-        # One build directory per candidate source: an unchanged candidate
-        # reuses its compiled extension, and two candidates that pick the same
-        # extension name never rebuild over each other.
-        ext_dir = self.config.cache_dir / "torch_extensions" / hostinfo.candidate_hash(source)
-        ext_dir.mkdir(parents=True, exist_ok=True)
-        return {"TORCH_EXTENSIONS_DIR": str(ext_dir), "MAX_JOBS": str(max(1, self.config.eval_threads))}
+        return {"MAX_JOBS": str(max(1, self.config.eval_threads))}
 
     def status(self) -> BackendStatus:
         compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")

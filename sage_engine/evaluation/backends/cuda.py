@@ -8,9 +8,7 @@ to flush the L2 cache (the KernelBench and `triton.testing.do_bench` recipe).
 
 from __future__ import annotations
 
-from sage_engine.evaluation import hostinfo
 from sage_engine.evaluation.backends.device_backend import CHILD, DeviceBackend
-from sage_engine.evaluation.tasks import Task
 
 SETUP_HINT = ("needs an NVIDIA GPU and a CUDA build of torch in SAGE's environment "
               "(pip install torch==<version> from the CUDA index); triton for Triton candidates")
@@ -23,9 +21,9 @@ class CudaBackend(DeviceBackend):
     timer = f"{CHILD}:cuda_timer"
     preload = ("triton",)
     setup_hint = SETUP_HINT
+    devices = ("/dev/nvidia*",)  # nvidia0.., nvidiactl, nvidia-uvm, nvidia-caps/
+    # C++/CUDA load_inline candidates: one build folder per source, Triton's cache inside it.
+    build_namespace = "cuda_extensions"
 
-    def child_env(self, task: Task, source: str) -> dict[str, str]:
-        # C++/CUDA load_inline candidates: one build dir per source; Triton's cache beside it.
-        ext_dir = self.config.cache_dir / "cuda_extensions" / hostinfo.candidate_hash(source)
-        ext_dir.mkdir(parents=True, exist_ok=True)
-        return {"TORCH_EXTENSIONS_DIR": str(ext_dir), "TRITON_CACHE_DIR": str(self.config.cache_dir / "triton-cuda")}
+    def build_vars(self) -> dict[str, str]:
+        return {"TORCH_EXTENSIONS_DIR": "", "TRITON_CACHE_DIR": "triton"}

@@ -1,10 +1,11 @@
 """What the `npu` and `cuda` backends share: a device probe, device-event
 timing with a cache flush, and results that name the device.
 
-Children start from a fresh interpreter (no warm worker): forking a process
-that has touched a GPU or NPU runtime is not safe. The probe runs once per
-backend instance in a child with the same environment the evaluations get,
-so `status()` reports what an evaluation would actually find.
+Workers are cold (one per evaluation) and import the device runtime only in
+the forked children: forking a process that has touched a GPU or NPU runtime
+is not safe. The sandbox binds the backend's device nodes (`devices`). The
+probe runs once per backend instance with the same environment the
+evaluations get, so `status()` reports what an evaluation would find.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from typing import Any, ClassVar
 
 from sage_engine.errors import BackendUnavailable
@@ -26,9 +28,9 @@ PROBE_TIMEOUT_S = 120.0  # importing torch_npu initialises CANN; slow on a cold 
 
 class DeviceBackend(SandboxBackend):
     timing_representative = True
-    runner = f"{CHILD}:run_on_device"
     module: ClassVar[str]  # torch.<module>: "npu" or "cuda"
-    preload: ClassVar[tuple[str, ...]] = ()
+    preload: ClassVar[tuple[str, ...]] = ()  # imported by each child after the fork
+    devices: ClassVar[tuple[str, ...]] = ()
     probe_imports: ClassVar[str] = "import torch"
     setup_hint: ClassVar[str] = ""
     device_time: ClassVar[bool] = False  # ask the child for profiler device-only time
@@ -86,7 +88,7 @@ class DeviceBackend(SandboxBackend):
     # ------------------------------------------------------------ sandboxing
 
     def launch(self) -> Launch:
-        return Launch(python=sys.executable, preload=self.preload, warm=False)
+        return Launch(python=sys.executable, warm=False, devices=self.devices)
 
     def hardware(self) -> str:
         return (self._probe_cache or {}).get("name") or self.module
@@ -97,12 +99,13 @@ class DeviceBackend(SandboxBackend):
         request["device_time"] = self.device_time
         return request
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
+                 cancel: threading.Event | None = None) -> EvalResult:
         status = self.status()
         if not status.ready:
             raise BackendUnavailable(f"backend {self.name!r} is unavailable: {status.reason}. {status.setup}")
         report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        result, outcome = self.run_sandbox(task, source, trials, report)
+        result, outcome = self.run_sandbox(task, source, trials, report, cancel)
         if outcome is None:
             report.finish(result.status)
             return result

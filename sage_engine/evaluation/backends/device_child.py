@@ -9,9 +9,10 @@ child-side modules.
   call, with a cache-sized buffer zeroed before every call so no run profits
   from the previous run's cache (192 MB on Ascend as triton-ascend's
   benchmark does, 256 MB on NVIDIA as KernelBench and Triton do).
-- `run_on_device`: the standard runner, plus the device's name (the hardware
-  string results carry) and, on an NPU, device-only time per call from the
-  torch_npu profiler (sum of kernel time, no host or launch overhead).
+- `device_name`: the hardware string results carry (from the reference process);
+- `npu_profile_us`: on an NPU, device-only time per call from the torch_npu
+  profiler (sum of kernel time, no host or launch overhead), asked of each
+  process after timing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import glob
 import os
 import shutil
 import tempfile
-import time
 from typing import Any, Callable
 
 from sage_engine.evaluation import timing
@@ -97,48 +97,3 @@ def npu_profile_us(fn: Callable[[], Any], *, warmup: int = PROFILE_WARMUP, activ
         return None if total is None else total / active
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)
-
-
-# --------------------------------------------------------------------- runner
-
-
-def run_on_device(request: dict[str, Any], emit: Any) -> dict[str, Any]:
-    """The harness's runner, plus the device name and optional device-only time."""
-    from sage_engine.evaluation import child
-
-    device = str(request.get("device", "cpu")).split(":")[0]
-    want_profile = bool(request.get("device_time")) and device == "npu"
-
-    class DeviceRun(child._Run):
-        def run_timing(self, chosen):
-            result = super().run_timing(chosen)
-            if want_profile:
-                result["device_time_us"] = self.profile(chosen)
-            return result
-
-        def profile(self, chosen) -> dict[str, Any]:
-            _, _case, ref_model, cand_model, ref_in, cand_in = chosen
-            torch = self.torch
-            start = time.perf_counter()
-            try:
-                with torch.no_grad():
-                    ref = npu_profile_us(lambda: ref_model(*ref_in))
-                    cand = npu_profile_us(lambda: cand_model(*cand_in))
-            except Exception as exc:  # noqa: BLE001 - the event timing still stands
-                return {"error": f"{type(exc).__name__}: {exc}"}
-            finally:
-                self.phases["device_profile"] = time.perf_counter() - start
-            return {"reference": ref, "candidate": cand}
-
-    run = DeviceRun(request, emit)
-    try:
-        result = run.run()
-    except child._Failure as failure:
-        result = {"status": failure.status, "message": failure.message, "diagnostics": failure.diags,
-                  "cases": run.cases_out}
-        if failure.status == "incorrect":
-            result["mismatch"] = failure.message
-    result["phases"] = run.phases
-    result["versions"] = child.versions()
-    result["device_name"] = device_name(device)
-    return result

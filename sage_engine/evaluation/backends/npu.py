@@ -27,10 +27,8 @@ import os
 from typing import Mapping
 
 from sage_engine.config import Config
-from sage_engine.evaluation import hostinfo
 from sage_engine.evaluation.backends.device_backend import CHILD, DeviceBackend
 from sage_engine.evaluation.pool import SandboxPool
-from sage_engine.evaluation.tasks import Task
 
 CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 SETUP_HINT = ("on an Ascend host: install CANN and `source <ascend-toolkit>/set_env.sh` before starting SAGE, then "
@@ -55,6 +53,9 @@ class NpuBackend(DeviceBackend):
     probe_imports = "import torch_npu"
     setup_hint = SETUP_HINT
     device_time = True
+    # The Ascend driver's nodes, as Ascend's container runtime passes them through.
+    devices = ("/dev/davinci*", "/dev/hisi_hdc*", "/dev/devmm_svm*")
+    build_namespace = "npu_extensions"  # Ascend C candidates build torch extensions: one folder per source
 
     def __init__(self, config: Config, pool: SandboxPool | None = None, *, environ: Mapping[str, str] | None = None):
         super().__init__(config, pool)
@@ -69,8 +70,5 @@ class NpuBackend(DeviceBackend):
             return "torch_npu is not installed in SAGE's environment"
         return None
 
-    def child_env(self, task: Task, source: str) -> dict[str, str]:
-        # Ascend C candidates build torch extensions: one build dir per source.
-        ext_dir = self.config.cache_dir / "npu_extensions" / hostinfo.candidate_hash(source)
-        ext_dir.mkdir(parents=True, exist_ok=True)
-        return {"TORCH_EXTENSIONS_DIR": str(ext_dir)}
+    def build_vars(self) -> dict[str, str]:
+        return {"TORCH_EXTENSIONS_DIR": ""}

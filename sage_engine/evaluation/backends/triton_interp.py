@@ -27,8 +27,13 @@ class TritonInterpreterBackend(SandboxBackend):
         # TRITON_INTERPRET is set by then.
         return Launch(env=(("TRITON_INTERPRET", "1"),), preload=("triton",))
 
+    build_namespace = "triton"  # Triton's cache, per candidate: no candidate can plant a kernel for another
+
+    def build_vars(self) -> dict[str, str]:
+        return {"TRITON_CACHE_DIR": ""}
+
     def child_env(self, task: Task, source: str) -> dict[str, str]:
-        return {"TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": str(self.config.cache_dir / "triton")}
+        return {"TRITON_INTERPRET": "1"}
 
     def timing_options(self) -> dict[str, Any] | None:
         # The interpreter is ~1 ms per program instance: a few reps are plenty

@@ -1,0 +1,275 @@
+"""The candidate process of one evaluation.
+
+Loads the candidate, builds `ModelNew` for every case with the reference's
+constructor arguments and seed, runs it on the inputs the reference process
+made and sent for each trial, and sends each trial's outputs there as a
+value frame.
+What it checks itself (aliased or mutated inputs, torch functions replaced,
+outputs that are not plain tensors) is early, friendly feedback: this
+process runs candidate code, so the verdict on correctness is the
+reference process's.
+
+Later trials copy new values into the *same* input tensors, so a candidate
+that memoises on tensor identity returns stale outputs, which the reference
+process catches.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
+from sage_engine.evaluation.child import Channels, Emitter, Failure, Side, resolve, versions
+
+
+def torch_snapshot(torch: Any) -> dict[str, dict[str, int]]:
+    """Identities of torch's functions and of Tensor/Module methods, taken
+    before the candidate loads (from `__dict__`s: no lazy import is triggered)."""
+    spaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.linalg": torch.linalg,
+              "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module}
+    return {name: {k: id(v) for k, v in vars(ns).items()} for name, ns in spaces.items()}
+
+
+def patched(torch: Any, before: dict[str, dict[str, int]]) -> list[str]:
+    """Names whose object changed since `before`. In classes a new entry
+    counts too: it shadows the C implementation (`torch.Tensor.add = f`)."""
+    now = torch_snapshot(torch)
+    out = []
+    for space, old in before.items():
+        for key, ident in now[space].items():
+            if key in old and old[key] != ident or key not in old and space in ("torch.Tensor", "torch.nn.Module"):
+                out.append(f"{space}.{key}")
+    return sorted(out)
+
+
+class CandidateSide(Side):
+    role = "candidate"
+
+    def __init__(self, request: dict[str, Any], emit: Emitter, channels: Channels):
+        super().__init__(request, emit, channels)
+        self.cand_path = str(Path(os.getcwd(), diagnostics.CANDIDATE_FILE))
+        self.phases: dict[str, float] = {}
+        self.snapshot: dict[str, dict[str, int]] = {}
+        hook = request.get("candidate_hook")
+        self.hook = resolve(hook)(request) if hook else None
+
+    # -- stages
+
+    def main(self) -> None:
+        n_cases = len(self.task["cases"])
+        total = 2 + n_cases + (1 if self.req.get("timing") else 0)
+        threads_before = thread_count()
+        self.snapshot = torch_snapshot(self.torch)
+        try:
+            self.emit.progress(1, total, "loading candidate")
+            model_new = self.load_candidate()
+            self.check_patches("loading the candidate")
+            start = time.perf_counter()
+            for index, case in enumerate(self.task["cases"]):
+                self.emit.progress(2 + index, total, f"checking case {index + 1}/{n_cases}")
+                self.run_case(index, case, model_new)
+            self.phases["candidate_correctness"] = time.perf_counter() - start
+            self.phases["candidate_calls"] = self.call_s
+        except Failure as failure:
+            self.emit.send(self.finish(failure.event()))
+            return
+        report = self.finish({"ev": "done", "threads": [threads_before, thread_count()],
+                              "phases": self.phases, "versions": versions(), "slowest_call": self.slowest})
+        self.emit.send(report)
+        if report.get("ev") == "done":
+            self.serve()
+
+    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
+        return self.hook.finish(report) if self.hook is not None else report
+
+    def load_candidate(self) -> type:
+        source = self.req["candidate_source"]
+        Path(self.cand_path).write_text(source, encoding="utf-8")
+        start = time.perf_counter()
+        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["candidate"] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            raise Failure("compile_error", f"SyntaxError: {exc.msg}", [diagnostics.from_syntax_error(exc)])
+        except BaseException as exc:
+            text = str(exc)
+            if "Error building extension" in text or "error:" in text and "ninja" in text:
+                frames = diagnostics.candidate_frames(exc, self.cand_path)
+                fallback = frames[-1].lineno if frames else None
+                diags = diagnostics.compiler_errors(text, source, fallback_line=fallback)
+                if not diags:
+                    diags = [diagnostics.diagnostic("cpp", diagnostics.exception_text(exc), line=fallback)]
+                raise Failure("compile_error", "C++ extension build failed: " + diags[0]["message"], diags)
+            category = "import" if isinstance(exc, ImportError) else "module"
+            diag = diagnostics.from_exception(exc, category, self.cand_path)
+            raise Failure("compile_error", f"loading the candidate raised {diagnostics.exception_text(exc)}", [diag])
+        finally:
+            self.phases["import"] = time.perf_counter() - start
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type):
+            raise Failure(
+                "compile_error", "the candidate defines no class ModelNew",
+                [diagnostics.diagnostic("interface", "define `class ModelNew(nn.Module)` with the reference's "
+                                        "constructor and forward signature")],
+            )
+        return cls
+
+    def candidate_failure(self, exc: BaseException, what: str) -> Failure:
+        category = "runtime"
+        if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "out of memory" in str(exc):
+            category = "memory"
+        diag = diagnostics.from_exception(exc, category, self.cand_path)
+        return Failure("runtime_error", f"{what} raised {diagnostics.exception_text(exc)}", [diag])
+
+    def check_patches(self, when: str) -> None:
+        names = patched(self.torch, self.snapshot)
+        if names:
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
+                          [diagnostics.diagnostic("cheat", f"monkeypatched torch: {shown}")])
+
+    def forward(self, model: Any, values: list[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            out = model(*values)
+            self.sync()
+            return out
+        finally:
+            took = time.perf_counter() - start
+            self.call_s += took
+            self.slowest = max(self.slowest, took)
+
+    def run_case(self, index: int, case: dict[str, Any], model_new: type) -> None:
+        torch = self.torch
+        module = self.load_reference(case)
+        init = self.task_call("get_init_inputs()", module.get_init_inputs)
+        self.reseed(self.seed)
+        try:
+            with torch.no_grad():
+                model = model_new(*init)
+            if isinstance(model, torch.nn.Module):
+                model = model.to(self.device)
+        except BaseException as exc:
+            raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
+        values: list[Any] | None = None
+        for trial in range(self.trials):
+            # Later trials bring new values in the same tensors (read straight
+            # into them on the host): a candidate that memoises on tensor
+            # identity then returns stale outputs.
+            fresh = self.receive_inputs(module, case=index, trial=trial, into=values)
+            if values is None or not _same_layout(values, fresh, torch):
+                values = fresh
+            else:
+                for dst, src in zip(values, fresh):
+                    if isinstance(dst, torch.Tensor) and dst is not src:
+                        dst.copy_(src)
+                values = [d if isinstance(d, torch.Tensor) else s for d, s in zip(values, fresh)]
+            pristine = self.clone(values)
+            try:
+                with torch.no_grad():
+                    raw = self.forward(model, values)
+            except BaseException as exc:
+                raise self.candidate_failure(exc, "ModelNew.forward")
+            self.send(index, trial, correctness.as_output_list(raw), values, pristine)
+            if self.hook is not None:
+                self.emit.send({"ev": "extras", **self.hook.extras()})
+        assert values is not None
+        # Once a case, not a trial: the reference process, which never loads the
+        # candidate, is what patches cannot reach; this is early, friendly feedback.
+        self.check_patches("ModelNew.forward")
+        self.keep_largest(index, module, model, values)
+
+    def receive_inputs(self, module: Any, into: list[Any] | None = None, **expected: Any) -> list[Any]:
+        """The inputs the reference process made for this trial, on the device
+        (on the host, read into the tensors of `into` where they fit)."""
+        try:
+            header, values = wire.read_values(self.ch.inputs, self.torch, into if self.device.type == "cpu" else None)
+        except wire.ProtocolError as exc:
+            raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
+                          [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
+        if any(header.get(k) != v for k, v in expected.items()):
+            raise Failure("runtime_error", f"expected the inputs of {expected}, got {header.get('case')!r}/"
+                          f"{header.get('trial')!r}", [diagnostics.diagnostic("harness", "inputs out of order")])
+        if values is None:  # not plain tensors and numbers: made here, from the same seed
+            return self.inputs(module, int(header["seed"]))
+        return self.on_device(values)
+
+    def send(self, index: int, trial: Any, outputs: list[Any], values: list[Any] | None, pristine: list[Any] | None) -> None:
+        """One value frame to the reference process."""
+        torch = self.torch
+        header: dict[str, Any] = {"case": index, "trial": trial, "outputs": [], "mutated": [], "aliased": []}
+        tensors = []
+        for value in outputs:
+            entry, tensor = wire.describe(value, torch)
+            header["outputs"].append(entry)
+            if tensor is not None:
+                tensors.append(tensor)
+        if values is not None and pristine is not None:
+            header["aliased"] = [list(p) for p in anticheat.aliased(outputs, values)]
+            for j in anticheat.mutated(pristine, values):
+                entry, tensor = wire.describe(values[j], torch)
+                if tensor is not None:
+                    header["mutated"].append({"index": j, **entry})
+                    tensors.append(tensor)
+        wire.write_frame(self.ch.data, header, tensors)
+
+    # -- timing commands
+
+    def batch(self, n: int) -> None:
+        super().batch(n)
+        # A lazy or subclassed output would defer its work past the timer.
+        for value in correctness.as_output_list(self.last_first):
+            if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
+                name = wire._type(value).__qualname__
+                raise Failure("rejected", f"ModelNew.forward returned a {name} while being timed; return plain "
+                              "torch.Tensor outputs", [diagnostics.diagnostic("cheat", f"timed output is a {name}")])
+
+    def command(self, verb: str, arg: str) -> str:
+        if verb == "fresh":
+            # New values in the same tensors: what the candidate has never seen.
+            chosen = self.chosen
+            assert chosen is not None
+            fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
+            for dst, src in zip(chosen["inputs"], fresh):
+                if isinstance(dst, self.torch.Tensor) and dst is not src:
+                    dst.copy_(src)
+            return "ok"
+        if verb == "check":
+            self.check_patches("timing ModelNew.forward")
+            chosen = self.chosen
+            assert chosen is not None
+            self.send(chosen["index"], "timing", correctness.as_output_list(self.last_first), None, None)
+            return "ok"
+        if verb in ("warm", "rep"):
+            try:
+                return super().command(verb, arg)
+            except Failure:
+                raise
+            except BaseException as exc:
+                raise self.candidate_failure(exc, "timing ModelNew.forward")
+        return super().command(verb, arg)
+
+
+def thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 0
+
+
+def _same_layout(a: list[Any], b: list[Any], torch: Any) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype or x.device != y.device):
+            return False
+    return True

@@ -1,0 +1,251 @@
+"""The reference process of one evaluation.
+
+Runs the task's `Model` on seeded inputs, reads the candidate process's
+value frame for the same case and trial, and decides: the comparison
+(`correctness.compare_outputs`), the dynamic anti-cheat checks (aliased or
+mutated inputs, cached outputs, outputs that are not plain tensors) and,
+during timing, the check on inputs the candidate has never seen. This
+process never loads the candidate: the candidate cannot patch the
+reference, slow it down from inside, or make the comparison lie.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
+from sage_engine.evaluation.child import Failure, Side
+
+
+def _cheat(message: str, detail: str) -> Failure:
+    return Failure("rejected", message, [diagnostics.diagnostic("cheat", detail)])
+
+
+class ReferenceSide(Side):
+    role = "reference"
+
+    def __init__(self, request, emit, channels):
+        super().__init__(request, emit, channels)
+        self.mode = request.get("tolerance_mode", "kernelbench")
+        self.override = self.task.get("tolerance") or {}
+        self.sizes: list[int] = []
+        self.fresh_out: list[Any] | None = None
+
+    def main(self) -> None:
+        start = time.perf_counter()
+        try:
+            for index, case in enumerate(self.task["cases"]):
+                if not self.run_case(index, case):
+                    return
+        except Failure as failure:
+            self.emit.send(failure.event())
+            return
+        except wire.ChannelClosed as exc:
+            self.emit.send({"ev": "lost", "message": str(exc)})
+            return
+        except wire.ProtocolError as exc:
+            # Only code in the candidate process can garble what it sends.
+            self.emit.send(Failure("rejected", f"the candidate's outputs arrived garbled ({exc}): something in the "
+                                   "candidate process wrote to the harness's channels",
+                                   [diagnostics.diagnostic("cheat", f"garbled output frames: {exc}")]).event())
+            return
+        from sage_engine.evaluation.backends.device_child import device_name
+
+        chosen = self.chosen or {"index": 0}
+        self.emit.send({"ev": "done", "chosen": chosen["index"], "sizes": self.sizes,
+                        "device_name": device_name(self.device.type) if self.device.type != "cpu" else None,
+                        "slowest_call": self.slowest,
+                        "phases": {"reference_correctness": time.perf_counter() - start,
+                                   "reference_calls": self.call_s}})
+        self.serve()
+
+    def forward(self, model: Any, values: list[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            out = model(*values)
+            self.sync()
+            return out
+        finally:
+            took = time.perf_counter() - start
+            self.call_s += took
+            self.slowest = max(self.slowest, took)
+
+    def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
+        try:
+            with self.torch.no_grad():
+                return correctness.as_output_list(self.forward(model, values))
+        except BaseException as exc:
+            raise Failure("runtime_error", f"the reference's forward failed: {diagnostics.exception_text(exc)}",
+                          [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
+
+    def run_case(self, index: int, case: dict[str, Any]) -> bool:
+        torch = self.torch
+        module = self.load_reference(case)
+        init = self.task_call("get_init_inputs()", module.get_init_inputs)
+        self.reseed(self.seed)
+        model = self.task_call("constructor", module.Model, *init)
+        if isinstance(model, torch.nn.Module):
+            model = model.to(self.device)
+        prev: tuple[list[Any], list[Any]] | None = None
+        values: list[Any] = []
+        host = self.host_inputs(module, self.seed)
+        self.send_host(host, self.seed, case=index, trial=0)
+        for trial in range(self.trials):
+            values = self.on_device(host)
+            pristine = self.clone(values)
+            ref_out = self.reference_forward(model, values)
+            # Pipelined: the next trial's inputs are made while the candidate
+            # process computes this one, and sent before this one is compared.
+            seed = self.seed + trial + 1
+            host = self.host_inputs(module, seed) if trial + 1 < self.trials else []
+            header = wire.read_header(self.ch.data)
+            if header.get("case") != index or header.get("trial") != trial:
+                raise wire.ProtocolError(f"expected the frame of case {index} trial {trial}, got "
+                                         f"{header.get('case')!r}/{header.get('trial')!r}")
+            send_next = (lambda h=host, s=seed, t=trial + 1: self.send_host(h, s, case=index, trial=t)) \
+                if trial + 1 < self.trials else None
+            result, cand_out = self.judge(header, ref_out, values, pristine, then=send_next)
+            if not result.ok and prev is not None and cand_out is not None:
+                self.check_cached(prev, ref_out, cand_out)
+            row = {"case": case, "trial": trial, **result.as_dict()}
+            self.emit.send({"ev": "case", "case_result": row})
+            if not result.ok:
+                self.emit.send({"ev": "verdict", "status": "incorrect", "message": result.message})
+                return False
+            prev = (ref_out, cand_out or [])
+        self.sizes.append(self.input_bytes(values))
+        self.keep_largest(index, module, model, values)
+        return True
+
+    def send_host(self, host: list[Any], seed: int, **header: Any) -> None:
+        """Send a trial's inputs to the candidate process. Inputs that are not
+        plain tensors and numbers are not sent: the candidate process makes
+        them itself from the seed."""
+        frame, tensors = wire.values_frame(host, self.torch, **header)
+        if "fallback" in frame:
+            frame["seed"] = seed
+        wire.write_frame(self.ch.inputs, frame, tensors)
+
+    # -- judging one frame
+
+    def judge(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any] | None,
+              pristine: list[Any] | None, then: Callable[[], None] | None = None,
+              ) -> tuple[correctness.Comparison, list[Any] | None]:
+        """The comparison for one frame, reading its tensors only once their
+        headers match what the reference produced; `then` runs once the frame
+        is read, before the comparison. (Comparison, the candidate's values)
+        or raises Failure for a cheat."""
+        torch = self.torch
+        entries = header.get("outputs")
+        if not isinstance(entries, list):
+            raise wire.ProtocolError("a frame without outputs")
+        ref_mut = anticheat.mutated(pristine, ref_in) if ref_in is not None and pristine is not None else []
+        if ref_in is not None:
+            self.check_inputs(header, ref_out, ref_in, ref_mut)
+        if len(entries) != len(ref_out):
+            return correctness.Comparison(False, message=f"expected {len(ref_out)} output(s), got {len(entries)}"), None
+        cand: list[Any] = []
+        for i, (entry, ref) in enumerate(zip(entries, ref_out)):
+            label = f"output {i}" if len(ref_out) > 1 else "output"
+            value, failed = self.read_value(entry, ref, label)
+            if failed is not None:
+                return failed, None
+            cand.append(value)
+        extra_ref, extra_cand = [], []
+        if ref_mut:
+            sent = {int(m["index"]): m for m in header.get("mutated", []) if isinstance(m, dict)}
+            for j in ref_mut:
+                label = f"output {len(ref_out) + len(extra_ref)}"
+                if j in sent:
+                    value, failed = self.read_value(sent[j], ref_in[j], label)
+                    if failed is not None:
+                        return failed, None
+                else:
+                    value = pristine[j]  # the candidate left it unchanged
+                extra_ref.append(ref_in[j])
+                extra_cand.append(value)
+        if then is not None:
+            then()
+        result = correctness.compare_outputs(ref_out + extra_ref, cand + extra_cand, mode=self.mode,
+                                             override=self.override)
+        return result, cand
+
+    def check_inputs(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int]) -> None:
+        ref_alias = set(anticheat.aliased(ref_out, ref_in))
+        for pair in header.get("aliased", []):
+            i, j = int(pair[0]), int(pair[1])
+            if (i, j) not in ref_alias:
+                raise _cheat(f"output {i} shares memory with input {j}; return a new tensor",
+                             f"output {i} aliases input {j} (the reference returns fresh memory)")
+        unexpected = sorted({int(m.get("index", -1)) for m in header.get("mutated", [])} - set(ref_mut))
+        if unexpected:
+            raise Failure("rejected", f"the candidate modifies input {unexpected[0]} in place; the reference does not",
+                          [diagnostics.diagnostic("cheat", f"input {j} was mutated by ModelNew.forward")
+                           for j in unexpected])
+
+    def read_value(self, entry: Any, ref: Any, label: str) -> tuple[Any, correctness.Comparison | None]:
+        torch = self.torch
+        if not isinstance(entry, dict):
+            raise wire.ProtocolError("a frame entry that is not an object")
+        kind = entry.get("kind")
+        if kind == "subclass":
+            raise _cheat(f"{label} is a {entry.get('type')}, a torch.Tensor subclass; return a plain torch.Tensor",
+                         f"{label} is a {entry.get('type')} (subclasses can compute lazily or lie in comparisons)")
+        if kind == "value":
+            value = entry.get("value")
+            if isinstance(ref, torch.Tensor):
+                return None, correctness.Comparison(False, message=f"{label}: expected a tensor, got {type(value).__name__}")
+            return value, None
+        if kind in ("other", "unsupported"):
+            what = entry.get("type") or entry.get("why")
+            return None, correctness.Comparison(False, message=f"{label}: expected a dense torch.Tensor, got {what}")
+        if kind != "tensor" or entry.get("dtype") not in wire.DTYPES or not isinstance(entry.get("shape"), list):
+            raise wire.ProtocolError(f"an unreadable frame entry for {label}")
+        if not isinstance(ref, torch.Tensor):
+            return None, correctness.Comparison(False, message=f"{label}: expected {ref!r}, got a tensor")
+        placeholder = torch.empty([int(s) for s in entry["shape"]], dtype=getattr(torch, entry["dtype"]), device="meta")
+        shape_check = correctness.compare_one(ref, placeholder, mode=self.mode, override=self.override, label=label) \
+            if tuple(placeholder.shape) != tuple(ref.shape) or placeholder.dtype != ref.dtype else None
+        if shape_check is not None:
+            return None, shape_check
+        if entry.get("device") != str(ref.device):
+            return None, correctness.Comparison(
+                False, message=f"{label}: on device {entry.get('device')}; the reference's is on {ref.device}")
+        return wire.read_tensor(self.ch.data, entry, torch), None
+
+    def check_cached(self, prev, ref_out, cand_out) -> None:
+        prev_ref, prev_cand = prev
+        if correctness.same_values(prev_cand, cand_out) and not correctness.same_values(prev_ref, ref_out):
+            raise _cheat("the candidate returned the previous call's output for different inputs: outputs are "
+                         "cached, not computed", "returns cached outputs for new inputs")
+
+    # -- timing commands
+
+    def command(self, verb: str, arg: str) -> str:
+        if verb == "fresh":
+            chosen = self.chosen
+            assert chosen is not None
+            host = self.host_inputs(chosen["module"], int(arg))
+            self.send_host(host, int(arg), case=chosen["index"], trial="fresh")
+            self.fresh_out = self.reference_forward(chosen["model"], self.on_device(host))
+            return "ok"
+        if verb == "check":
+            assert self.fresh_out is not None
+            try:
+                header = wire.read_header(self.ch.data)
+                result, _ = self.judge(header, self.fresh_out, None, None)
+            except Failure as failure:
+                return "bad " + _dumps({"status": failure.status, "message": failure.message})
+            except wire.ProtocolError as exc:
+                return "bad " + _dumps({"status": "rejected", "message": f"garbled output frame ({exc})"})
+            if result.ok:
+                return "ok"
+            return "bad " + _dumps({"status": "rejected", "message": result.message})
+        return super().command(verb, arg)
+
+
+def _dumps(obj: Any) -> str:
+    import json
+
+    return json.dumps(obj, default=str)

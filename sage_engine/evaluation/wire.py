@@ -1,0 +1,246 @@
+"""Byte formats between the processes of one evaluation.
+
+- Events: JSON lines carrying the evaluation's token, from a child to the
+  worker (progress, case rows, failures). A line without the token is not
+  believed, only counted.
+- Commands and replies: one short ASCII line each way (`rep 4` -> `ok`), so a
+  timing round trip costs a pipe write and read, not a JSON parse.
+- Value frames: the candidate's outputs, sent by the candidate process to
+  the reference process, which compares them (and each trial's inputs, the
+  other way): a length-prefixed JSON header
+  describing each value (a tensor's dtype, shape and byte count, or a plain
+  number), then each tensor's raw bytes. The reader checks every header
+  against what it expects before reading a byte, so a hostile sender can
+  neither make it allocate more than the reference's own outputs nor
+  smuggle an object in: only bytes cross, and the reader builds plain
+  tensors from them.
+
+Standard library; torch is imported lazily by the frame functions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import struct
+import time
+from typing import Any
+
+HEADER_MAX = 1 << 20  # a frame header describes a few dozen values
+LINE_MAX = 32 << 20  # an event line longer than this is not from SAGE
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+          "complex64", "complex128")
+_LEN = struct.Struct("!I")
+_type = type  # captured before any candidate code runs in this process
+
+
+class ProtocolError(Exception):
+    """A peer sent something that is not the protocol."""
+
+
+class ChannelClosed(ProtocolError):
+    """The peer went away (closed its end)."""
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def read_exact(fd: int, n: int) -> bytearray:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = os.readv(fd, [view[got:]])
+        if k == 0:
+            raise ChannelClosed("the peer closed the channel")
+        got += k
+    return buf
+
+
+def event_line(event: dict[str, Any], token: str) -> bytes:
+    return (json.dumps({**event, "token": token}, default=str) + "\n").encode()
+
+
+class LineReader:
+    """Lines from a non-blocking fd, read as data arrives."""
+
+    def __init__(self, fd: int, limit: int = LINE_MAX):
+        self.fd, self.limit = fd, limit
+        self.buffer = bytearray()
+        self.closed = False
+        self.overflows = 0
+
+    def fill(self) -> bool:
+        """Read what is available; False once the writer closed its end."""
+        try:
+            data = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        if not data:
+            self.closed = True
+            return False
+        self.buffer += data
+        if len(self.buffer) > self.limit and b"\n" not in self.buffer:
+            self.buffer.clear()
+            self.overflows += 1
+        return True
+
+    def line(self) -> bytes | None:
+        nl = self.buffer.find(b"\n")
+        if nl < 0:
+            return None
+        out = bytes(self.buffer[:nl])
+        del self.buffer[: nl + 1]
+        return out
+
+    def wait_line(self, deadline: float) -> bytes | None:
+        """Block (up to `deadline`, a time.monotonic value) for one line; None on timeout or EOF."""
+        while True:
+            got = self.line()
+            if got is not None or self.closed:
+                return got
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([self.fd], [], [], None if remaining == float("inf") else remaining)
+            if ready:
+                self.fill()
+
+
+def parse_event(line: bytes, token: str) -> dict[str, Any] | None:
+    """The event on `line` if it carries `token`, else None."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.pop("token", None) != token:
+        return None
+    return event
+
+
+# ------------------------------------------------------------------ frames
+
+
+def describe(value: Any, torch: Any) -> tuple[dict[str, Any], Any]:
+    """(header entry, CPU tensor to send or None) for one output value.
+    Only exact `torch.Tensor`s and plain numbers travel; anything else is
+    described so the reader can say what was returned."""
+    if _type(value) is torch.Tensor:
+        t = value.detach()
+        entry: dict[str, Any] = {"kind": "tensor", "dtype": str(t.dtype).replace("torch.", ""),
+                                 "shape": list(t.shape), "device": str(t.device)}
+        if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
+            return {"kind": "unsupported", "why": f"a {t.layout} / {t.device.type} tensor"}, None
+        if entry["dtype"] not in DTYPES:
+            return {"kind": "unsupported", "why": f"dtype {entry['dtype']}"}, None
+        # Materialise: lazy conjugate/negative views resolved, contiguous, on
+        # the host. Its bytes are written straight from this tensor.
+        t = t.resolve_conj().resolve_neg().to("cpu").contiguous()
+        entry["nbytes"] = t.numel() * t.element_size()
+        return entry, t
+    if isinstance(value, torch.Tensor):
+        cls = _type(value)
+        return {"kind": "subclass", "type": f"{cls.__module__}.{cls.__qualname__}"}, None
+    if value is None or _type(value) in (bool, int, float):
+        return {"kind": "value", "value": value}, None
+    cls = _type(value)
+    return {"kind": "other", "type": f"{cls.__module__}.{cls.__qualname__}"}, None
+
+
+def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> None:
+    data = json.dumps(header).encode()
+    if len(data) > HEADER_MAX:
+        raise ProtocolError(f"frame header of {len(data)} bytes")
+    try:
+        write_all(fd, _LEN.pack(len(data)) + data)
+        for t in tensors:
+            n = t.numel() * t.element_size()
+            if n:
+                write_all(fd, _bytes_of(t, n))
+    except BrokenPipeError as exc:
+        raise ChannelClosed("the peer closed the channel") from exc
+
+
+def _bytes_of(t: Any, n: int) -> memoryview:
+    return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
+
+
+def values_frame(values: list[Any], torch: Any, **header: Any) -> tuple[dict[str, Any], list[Any]]:
+    """A frame of plain values (a trial's inputs): exact tensors and numbers.
+    Anything else makes it a `fallback` frame, which carries no values."""
+    entries, tensors = [], []
+    for value in values:
+        entry, tensor = describe(value, torch)
+        if entry["kind"] not in ("tensor", "value"):
+            return {**header, "fallback": entry.get("type") or entry.get("why") or entry["kind"]}, []
+        entries.append(entry)
+        if tensor is not None:
+            tensors.append(tensor)
+    return {**header, "values": entries}, tensors
+
+
+def read_header(fd: int) -> dict[str, Any]:
+    (n,) = _LEN.unpack(read_exact(fd, _LEN.size))
+    if n > HEADER_MAX:
+        raise ProtocolError(f"frame header of {n} bytes")
+    try:
+        header = json.loads(read_exact(fd, n))
+    except ValueError as exc:
+        raise ProtocolError(f"unreadable frame header: {exc}") from exc
+    if not isinstance(header, dict):
+        raise ProtocolError("frame header is not an object")
+    return header
+
+
+def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) -> Any:
+    """A plain CPU tensor from the stream, for an entry already checked
+    against the expected dtype and shape; read into `into` when that is a
+    contiguous CPU tensor of the same dtype and shape."""
+    dtype = getattr(torch, entry["dtype"])
+    shape = [int(s) for s in entry["shape"]]
+    numel = 1
+    for s in shape:
+        numel *= s
+    nbytes = numel * torch.empty((), dtype=dtype).element_size()
+    if int(entry.get("nbytes", -1)) != nbytes:
+        raise ProtocolError(f"a {entry['dtype']} tensor of shape {shape} cannot hold {entry.get('nbytes')} bytes")
+    fits = (into is not None and _type(into) is torch.Tensor and into.device.type == "cpu" and into.dtype == dtype
+            and list(into.shape) == shape and into.is_contiguous())
+    out = into if fits else torch.empty(shape, dtype=dtype)
+    if nbytes:
+        view = _bytes_of(out, nbytes)
+        got = 0
+        while got < nbytes:  # straight into the tensor's memory: no extra copy
+            k = os.readv(fd, [view[got:]])
+            if k == 0:
+                raise ChannelClosed("the peer closed the channel")
+            got += k
+    return out
+
+
+def read_values(fd: int, torch: Any, into: list[Any] | None = None) -> tuple[dict[str, Any], list[Any] | None]:
+    """(header, values) of a values frame; values is None for a fallback
+    frame. Tensors are read into the matching ones of `into` where they fit."""
+    header = read_header(fd)
+    if "fallback" in header:
+        return header, None
+    entries = header.get("values")
+    if not isinstance(entries, list):
+        raise ProtocolError("a values frame without values")
+    values = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ProtocolError("a frame entry that is not an object")
+        if entry.get("kind") == "value":
+            values.append(entry.get("value"))
+        elif entry.get("kind") == "tensor" and entry.get("dtype") in DTYPES and isinstance(entry.get("shape"), list):
+            values.append(read_tensor(fd, entry, torch, into[i] if into is not None and i < len(into) else None))
+        else:
+            raise ProtocolError(f"an unreadable values entry {str(entry)[:80]}")
+    return header, values

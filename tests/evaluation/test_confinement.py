@@ -1,0 +1,226 @@
+"""How evaluations are confined and supervised: bubblewrap or limits-only,
+said on every result; `required` refuses without it; bubblewrap failing at
+run time is a `sandbox_error`; cancellation and a hung candidate hold up
+only their own caller; leftovers of dead SAGE processes are swept.
+
+The sandbox itself is real here (bubblewrap where it works); the tests that
+need it skip with the reason where this host cannot confine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sage_engine.errors import BackendUnavailable
+from sage_engine.evaluation import confine, results
+from sage_engine.evaluation.harness import EvaluationCancelled, Harness
+from sage_engine.evaluation.pool import Launch, process_start, sweep_leftovers
+from sage_engine.evaluation.sandbox import MAX_TASKS
+
+from tests.evaluation.conftest import fast_config, fixture_task
+
+CONFINEMENT = confine.probe("auto")
+needs_bwrap = pytest.mark.skipif(not CONFINEMENT.confined, reason=f"needs bubblewrap: {CONFINEMENT.describe()}")
+RELU = fixture_task("relu")
+GOOD = RELU.examples["cpu_clamp"].read_text()
+HUNG = GOOD.replace("return torch.clamp(x, min=0.0)", "while True:\n            pass")
+CANCEL_LIMIT_S = 1.0
+SECOND_START_LIMIT_S = 2.0
+
+
+# ------------------------------------------------------------ the layout (pure)
+
+
+def test_the_memory_folder_its_token_and_home_are_what_a_sandbox_hides(tmp_path):
+    home, data = tmp_path / "home", tmp_path / "data"
+    for d in (home, data):
+        d.mkdir()
+    db = data / "memory.db"
+    db.write_text("")
+    (data / "memory.mcp-token").write_text("t")
+    dirs, files = confine.hidden_for(db, home, tmp_path / "no-config-dir")
+    assert {str(home), str(data)} <= set(dirs) and str(tmp_path / "no-config-dir") not in dirs
+    assert {str(db), str(data / "memory.mcp-token")} <= set(files)
+
+
+def test_hidden_folders_are_covered_and_only_what_is_needed_comes_back_read_only(tmp_path):
+    # Paths outside /tmp (inside the sandbox /tmp is a fresh tmpfs already).
+    home = Path(sys.prefix).parent  # stands in for a home holding SAGE's virtualenv
+    venv, inner = Path(sys.prefix), Path(sys.prefix) / "include"
+    layout = confine.Layout(hidden_dirs=(str(home), str(inner)), hidden_files=("/etc/hostname",),
+                            readable=(str(venv), str(home)), writable=((str(tmp_path), str(tmp_path)),),
+                            devices=("/dev/null",))
+    argv = confine.bwrap_argv("bwrap", layout, ["python", "-V"])
+    pairs = list(zip(argv, argv[1:]))
+    at = {pair: i for i, pair in enumerate(pairs)}
+    assert at[("--tmpfs", str(home))] < at[("--ro-bind", str(venv))] < at[("--tmpfs", str(inner))]
+    assert ("--ro-bind", str(home)) not in pairs  # a needed path never uncovers a hidden folder whole
+    assert ("--ro-bind", "/dev/null") in pairs and argv[argv.index("/etc/hostname") - 2] == "--ro-bind"
+    assert ("--bind", str(tmp_path)) in pairs and ("--dev-bind", "/dev/null") in pairs
+    assert ("--remount-ro", str(home)) in pairs
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop"):
+        assert flag in argv
+    assert argv[-3:] == ["--", "python", "-V"]
+
+
+def test_a_missing_or_failing_bubblewrap_is_limits_only_with_the_command_that_fixes_it(tmp_path):
+    missing = confine.probe("auto", str(tmp_path / "no-bwrap"))
+    assert missing.mode == confine.LIMITS_ONLY and "apt-get install -y bubblewrap" in missing.fix
+    failing = tmp_path / "bwrap"
+    failing.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    broken = confine.probe("auto", str(failing))
+    assert broken.mode == confine.LIMITS_ONLY and "No permissions" in broken.detail and broken.fix
+    off = confine.probe("off")
+    assert off.mode == confine.LIMITS_ONLY and "off" in off.detail
+
+
+# ------------------------------------------------------------ results and settings
+
+
+@needs_bwrap
+def test_every_result_says_how_its_candidate_was_confined(harness):
+    result = harness.evaluate(RELU, GOOD)
+    assert result.status == "correct" and result.confinement == "bubblewrap"
+    assert not any(d.category == "confinement" for d in result.diagnostics)
+    assert harness.backend_status("cpu").confinement.startswith("bubblewrap")
+
+
+def test_without_confinement_the_result_says_limits_only_and_how_to_fix_it(eval_cache):
+    with Harness(fast_config(eval_cache, sandbox_confinement="off")) as harness:
+        result = harness.evaluate(RELU, GOOD)
+    assert result.status == "correct" and result.confinement == "limits-only"
+    (note,) = [d for d in result.diagnostics if d.category == "confinement"]
+    assert "limits-only" in note.message and "Fix:" in note.message
+
+
+def test_required_confinement_refuses_to_evaluate_where_bubblewrap_is_missing(eval_cache, tmp_path):
+    config = fast_config(eval_cache, sandbox_confinement="required", sandbox_bwrap=str(tmp_path / "no-bwrap"))
+    with Harness(config) as harness:
+        with pytest.raises(BackendUnavailable, match="required.*apt-get install -y bubblewrap"):
+            harness.evaluate(RELU, GOOD)
+        status = harness.backend_status("cpu")
+        assert not status.ready and "required" in status.reason and "bubblewrap" in status.setup
+
+
+@needs_bwrap
+def test_bubblewrap_failing_at_run_time_is_a_sandbox_error_with_its_message(harness):
+    backend = harness.backend("cpu")
+    request = backend.build_request(RELU, GOOD, 1)
+    # A device node the backend would need but this host lacks: bubblewrap refuses to start.
+    outcome = harness.pool.run(request, Launch(devices=("/dev/sage-no-such-device",)), lambda event: None)
+    result = results.from_outcome(outcome, base=backend.base_fields(RELU, GOOD), timeout_s=60.0, max_tasks=MAX_TASKS,
+                                  timing_representative=True, suspicious_speedup=harness.config.suspicious_speedup)
+    assert result.status == "sandbox_error" and not result.correct
+    assert "bwrap:" in result.message and "sage-no-such-device" in result.message
+    assert harness.evaluate(RELU, GOOD).status == "correct"  # never run unconfined instead, and nothing broke
+
+
+# ------------------------------------------------------------ cancellation and fairness
+
+
+def _start_hung(harness: Harness) -> tuple[threading.Thread, threading.Event, dict]:
+    cancel, running, outcome = threading.Event(), threading.Event(), {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = harness.evaluate(
+                RELU, HUNG, cancel=cancel, progress=lambda done, total, message: message.startswith("checking")
+                and running.set())
+        except EvaluationCancelled as exc:
+            outcome["cancelled"] = (time.monotonic(), exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert running.wait(120), "the hung candidate started"
+    outcome["cancel"] = cancel
+    return thread, cancel, outcome
+
+
+def _evaluation_pids(harness: Harness) -> list[int]:
+    """Forks of this process's workers: the reference and candidate processes."""
+    marker = f"sage-worker-{os.getpid()}-".encode()
+    workers: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if marker in argv and argv.split(b"\0")[1:3] == [b"-m", b"sage_engine.evaluation.worker"]:
+            workers[int(name)] = ppid
+    return [p for p, ppid in workers.items() if ppid in workers]
+
+
+@needs_bwrap
+def test_cancel_kills_a_hung_evaluation_within_a_second(eval_cache):
+    with Harness(fast_config(eval_cache)) as harness:
+        thread, cancel, outcome = _start_hung(harness)
+        assert _evaluation_pids(harness)
+        start = time.monotonic()
+        cancel.set()
+        thread.join(10)
+        raised_after = outcome["cancelled"][0] - start
+        while _evaluation_pids(harness) and time.monotonic() - start < 10:
+            time.sleep(0.01)
+        gone_after = time.monotonic() - start
+        print(f"cancel -> evaluate raised {raised_after * 1000:.0f} ms, processes gone {gone_after * 1000:.0f} ms")
+        assert raised_after < CANCEL_LIMIT_S and gone_after < CANCEL_LIMIT_S
+        assert "result" not in outcome
+        assert harness.evaluate(RELU, GOOD).status == "correct"
+
+
+@needs_bwrap
+def test_a_hung_evaluation_holds_up_only_its_own_caller(eval_cache):
+    with Harness(fast_config(eval_cache)) as harness:
+        # The first evaluation runs on a thread that then ends, as an MCP call's
+        # worker thread does: the workers it started must outlive it.
+        first = threading.Thread(target=lambda: harness.evaluate(RELU, GOOD))
+        first.start()
+        first.join(180)
+        deadline = time.monotonic() + 120
+        while len(harness.pool.worker_pids()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the spare worker finishes importing torch
+        pids = set(harness.pool.worker_pids())
+        assert len(pids) == 2
+        thread, cancel, outcome = _start_hung(harness)
+        try:
+            t0 = time.monotonic()
+            started: list[float] = []
+            result = harness.evaluate(RELU, GOOD, progress=lambda done, total, message: (
+                message == "loading candidate" and not started and started.append(time.monotonic() - t0)))
+            print(f"second caller started after {started[0] * 1000:.0f} ms, done after {time.monotonic() - t0:.2f} s")
+            assert result.status == "correct" and started[0] < SECOND_START_LIMIT_S
+            assert "result" not in outcome and thread.is_alive()
+            assert set(harness.pool.worker_pids()) == pids  # the same warm workers, none restarted
+        finally:
+            cancel.set()
+            thread.join(10)
+
+
+# ------------------------------------------------------------ leftovers
+
+
+def test_leftover_folders_are_removed_only_when_their_owner_is_dead(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    me, started = os.getpid(), process_start(os.getpid())
+    names = {
+        "dead owner": f"sage-worker-{dead.pid}-1-abc",
+        "recycled pid": f"sage-eval-{me}-{started + 1}-abc",
+        "live owner": f"sage-worker-{me}-{started}-abc",
+        "no owner in the name": "sage-worker-abc",
+        "not ours": "other-worker-1-1-abc",
+    }
+    for name in names.values():
+        (tmp_path / name).mkdir()
+    removed = {Path(p).name for p in sweep_leftovers(str(tmp_path))}
+    assert removed == {names["dead owner"], names["recycled pid"]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names.values()) - removed)
