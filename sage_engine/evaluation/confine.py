@@ -43,7 +43,9 @@ PROBE_TIMEOUT_S = 20.0
 # Covered even when SAGE runs as an ordinary user: other users' homes,
 # password hashes, host keys, container secret mounts.
 SYSTEM_HIDDEN = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d",
-                 "/etc/ssh", "/run/secrets", "/var/run/secrets")
+                 "/etc/ssh", "/run/secrets", "/var/run/secrets",
+                 # A local PostgreSQL server's unix sockets: a team memory must be out of reach too.
+                 "/run/postgresql", "/var/run/postgresql")
 # Namespaces and privileges, the same for the probe and every sandbox.
 ISOLATION = ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
              "--hostname", "sage-sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session")
@@ -194,6 +196,19 @@ def hidden_for(db_path: Path, home: Path, config_dir: Path, extra: Iterable[str]
     dirs_r = [d for d in _resolved(dirs) if Path(d).is_dir() and d != "/"]
     files_r = [f for f in _resolved(files) if Path(f).exists()]
     return dirs_r, files_r
+
+
+def socket_dirs(db_url: str | None) -> list[str]:
+    """The unix-socket folders a PostgreSQL URL connects through (`host=/path`), to hide like the SQLite file."""
+    if not db_url:
+        return []
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        hosts = str(conninfo_to_dict(db_url).get("host") or "")
+    except Exception:  # a malformed URL fails at connect time with its own message
+        return []
+    return [h for h in hosts.split(",") if h.startswith("/")]
 
 
 def bwrap_argv(bwrap: str, layout: Layout, command: list[str]) -> list[str]:

@@ -48,7 +48,7 @@ class EvaluationCancelled(SageError):
 
 def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxing:
     """What every sandbox of this config hides and lets through."""
-    extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()]
+    extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()] + confine.socket_dirs(config.db_url)
     dirs, files = confine.hidden_for(config.db_path, config.home_dir, user_config_dir("sage", appauthor=False), extra)
     readable = []
     for sub in CACHE_READABLE:

@@ -55,6 +55,8 @@ CANCEL_GRACE_S = 0.5  # a worker told to cancel answers at once; past this it is
 POLL_S = 0.05
 SANDBOX_TASKS = sandbox.MAX_TASKS + 32  # the candidate's share plus the worker and the reference process
 BUILD_PUBLISH_MAX_BYTES = 1 << 30  # a build folder larger than this is not cached
+BUILD_LOCKS = sandbox.BUILD_LOCKS
+STALE_LOCK_S = 900.0  # no build runs this long: an older lock's builder is gone
 LEFTOVER_RE = re.compile(r"sage-(worker|eval|import)-(\d+)-(\d+)-")
 
 EventSink = Callable[[dict[str, Any]], None]
@@ -577,9 +579,25 @@ def _listing(root: Path) -> dict[str, tuple[int, int]] | None:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not os.path.islink(path) and os.path.isfile(path):
+            if not os.path.islink(path) and os.path.isfile(path) and name not in BUILD_LOCKS:
                 out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
     return out
+
+
+def remove_stale_locks(root: Path | str, older_than_s: float = STALE_LOCK_S) -> list[str]:
+    """Remove build locks under `root` older than `older_than_s`: torch's
+    extension builder waits forever on a lock whose builder was killed."""
+    removed, cutoff = [], time.time() - older_than_s
+    for folder, dirs, names in os.walk(root):
+        for name in set(names) & BUILD_LOCKS:
+            path = os.path.join(folder, name)
+            try:
+                if os.lstat(path).st_mtime < cutoff:
+                    os.unlink(path)
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
 
 
 # ---------------------------------------------------------------------- pool
@@ -704,6 +722,7 @@ class SandboxPool:
         else:
             inside = cache  # limits only: there is no private copy to make
             Path(cache).mkdir(parents=True, exist_ok=True)
+            remove_stale_locks(cache)  # left by a build killed in an earlier evaluation
         env = request.setdefault("env", {})
         for var, sub in build.get("vars", {}).items():
             env[var] = os.path.join(inside, sub) if sub else inside

@@ -36,13 +36,17 @@ from pathlib import Path
 from typing import Any, MutableMapping
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_")
+SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "PG", "DATABASE_URL")
 # Processes plus threads of one evaluation. torch keeps a few threads per
 # process and a C++ build runs ninja, a shell, g++, cc1plus and as; 128 leaves
 # room for both. A fork bomb of torch-sized processes needs a few seconds of
 # forking to get there on two cores, so a lower cap would not stop it much sooner.
 MAX_TASKS = 128
 OUTPUT_TAIL_BYTES = 64 * 1024
+# The file torch's extension builder (FileBaton) holds while it builds. A
+# build killed by a timeout or a cancel leaves it, and every later build of
+# that candidate would wait on it forever: it is never cached nor staged.
+BUILD_LOCKS = frozenset({"lock"})
 _cgroup_counter = itertools.count()
 _PENDING_REMOVAL: set[Path] = set()
 _swept = False
@@ -54,8 +58,9 @@ def is_secret(name: str) -> bool:
 
 
 def withheld(name: str) -> bool:
-    """Not passed to evaluation processes: secrets, and SAGE's own settings
-    (they name the memory database and where SAGE keeps its files)."""
+    """Not passed to evaluation processes: secrets (PostgreSQL's PG* settings
+    among them), and SAGE's own settings (they name the memory database and
+    where SAGE keeps its files)."""
     return is_secret(name) or name.upper().startswith("SAGE_")
 
 

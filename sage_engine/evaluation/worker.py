@@ -130,7 +130,8 @@ def stage_build(cache: str, inside: str) -> None:
 
 
 def _links(folder: str, names: list[str]) -> set[str]:
-    return {n for n in names if os.path.islink(os.path.join(folder, n))}
+    """Links, and the lock of a build that was killed (torch would wait on it forever)."""
+    return {n for n in names if os.path.islink(os.path.join(folder, n)) or n in sandbox.BUILD_LOCKS}
 
 
 def clean(scratch: str, confined: bool) -> None:

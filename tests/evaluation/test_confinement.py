@@ -24,6 +24,7 @@ from sage_engine.evaluation.harness import EvaluationCancelled, Harness
 from sage_engine.evaluation.pool import Launch, process_start, sweep_leftovers
 from sage_engine.evaluation.sandbox import MAX_TASKS
 
+from tests.conftest import require
 from tests.evaluation.conftest import fast_config, fixture_task
 
 CONFINEMENT = confine.probe("auto")
@@ -33,6 +34,12 @@ GOOD = RELU.examples["cpu_clamp"].read_text()
 HUNG = GOOD.replace("return torch.clamp(x, min=0.0)", "while True:\n            pass")
 CANCEL_LIMIT_S = 1.0
 SECOND_START_LIMIT_S = 2.0
+
+
+def test_this_host_confines_candidates():
+    """CI requires bubblewrap (SAGE_TEST_REQUIRE=bwrap): the confined tests below must not all skip there."""
+    if not CONFINEMENT.confined:
+        require("bwrap", f"candidates here run {CONFINEMENT.describe()}")
 
 
 # ------------------------------------------------------------ the layout (pure)

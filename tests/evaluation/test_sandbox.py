@@ -214,3 +214,26 @@ def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
     assert result.status == "rejected" and "garbled" in result.message, result.message
     assert any(d.category == "cheat" for d in result.diagnostics)
     still_serves(short, relu)
+
+
+def test_a_killed_builds_lock_is_neither_cached_nor_staged_and_goes_stale(tmp_path):
+    """torch waits forever on the lock of a build that was killed mid-way."""
+    from sage_engine.evaluation.pool import STALE_LOCK_S, publish_build, remove_stale_locks
+    from sage_engine.evaluation.worker import stage_build
+
+    staged, cached, inside = tmp_path / "staged", tmp_path / "cache" / "ext", tmp_path / "inside"
+    staged.mkdir()
+    (staged / "main.cpp").write_text("int x;")
+    (staged / "lock").write_text("")
+    assert publish_build(staged, cached)
+    assert sorted(p.name for p in cached.iterdir()) == ["main.cpp"]
+
+    (cached / "lock").write_text("")  # as a limits-only build killed in the cache itself leaves it
+    stage_build(str(cached), str(inside))
+    assert sorted(p.name for p in inside.iterdir()) == ["main.cpp"]
+
+    assert remove_stale_locks(cached) == []  # fresh: its build may still be running
+    old = time.time() - STALE_LOCK_S - 1
+    os.utime(cached / "lock", (old, old))
+    assert remove_stale_locks(cached) == [str(cached / "lock")]
+    assert sorted(p.name for p in cached.iterdir()) == ["main.cpp"]

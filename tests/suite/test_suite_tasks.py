@@ -16,6 +16,8 @@ import torch
 
 import suite_check as sc
 
+from sage_engine.evaluation.pool import remove_stale_locks
+
 TASK_IDS = sc.task_ids()
 ALLOWED_KEYS = set(sc.REQUIRED_KEYS) | {"forbid", "tolerance", "seed"}
 CPP_MARKER = "load_inline"
@@ -117,6 +119,8 @@ def test_candidate_source_avoids_the_forbidden_calls(task_id, path):
 def extensions_dir():
     # Built C++ candidates are cached across runs (30-80 s per build otherwise).
     path = os.environ.get("TORCH_EXTENSIONS_DIR") or str(Path(tempfile.gettempdir()) / "sage-ext")
+    # A run killed mid-build leaves torch's lock, on which every later run would wait forever.
+    remove_stale_locks(path)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TORCH_EXTENSIONS_DIR", path)
         yield path
