@@ -405,11 +405,25 @@ class Engine:
         finally:
             backend.close()
 
-    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None) -> list:
-        """Convert NPUKernelBench / MultiKernelBench tasks into SAGE task directories."""
+    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
+                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
+        """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
+        `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
         from sage_engine.suite.importers import import_tasks
 
-        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases)
+        backend = self.harness.backend("cpu") if scale else None
+        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases, scale=scale,
+                            backend=backend, progress=progress)
+
+    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
+                    trials: int | None = None, task_ids: Sequence[str] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None):
+        """Every task's reference evaluated as its own candidate (`sage suite check`)."""
+        from sage_engine.suite.check import check_suite, select_tasks
+
+        folder = self._check_path(Path(suite_dir)) if suite_dir is not None else None
+        return check_suite(select_tasks(folder, task_ids), self.config, backend=backend or self.config.backend,
+                           jobs=jobs, trials=trials, progress=progress)
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         """Source code, or a path to a file under the allowed roots."""

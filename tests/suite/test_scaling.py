@@ -1,0 +1,92 @@
+"""`sage suite import --scale cpu`: sizes chosen in the sandbox child, written
+into the task, originals recorded."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from sage_engine.config import Config
+from sage_engine.evaluation.harness import Harness
+from sage_engine.evaluation.tasks import load_task
+from sage_engine.suite import sizes
+from sage_engine.suite.importers import import_tasks
+
+import benchmark_trees
+
+FIXED_WIDTH = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(4096, 10)  # the width is fixed by the model
+
+        def forward(self, x):
+            return self.head(x)
+
+
+    batch_size = 65536
+    dim = 4096
+
+
+    def get_inputs():
+        return [torch.randn(batch_size, dim)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scale")
+    kb = benchmark_trees.kernelbench(tmp / "kb")
+    benchmark_trees._write(kb / "KernelBench" / "level1" / "2_Fixed_width_head.py", FIXED_WIDTH)
+    nkb = benchmark_trees.npukernelbench(tmp / "nkb")
+    config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache")
+    with Harness(config) as harness:
+        cpu = harness.backend("cpu")
+        tasks = import_tasks(kb / "KernelBench" / "level1", tmp / "out", scale="cpu", backend=cpu)
+        tasks += import_tasks(nkb / "tasks" / "level2" / "Activation", tmp / "out", scale="cpu", backend=cpu)
+    return {t.id: t for t in tasks}, kb
+
+
+def test_module_constants_shrink_to_cpu_size_and_the_originals_are_recorded(scaled):
+    tasks, kb = scaled
+    matmul = tasks["square_matmul_mini"]
+    meta = json.loads((matmul.path / "task.json").read_text())
+    old, new = meta["origin"]["scaled"]["constants"]["N"]
+    assert old == 4096 and 8 <= new < 4096
+    reference = (matmul.path / "reference.py").read_text()
+    original = (kb / "KernelBench" / "level1" / "1_Square_matmul_mini.py").read_text()
+    assert reference == original.replace("N = 2048 * 2", f"N = {new}")
+    (cost,) = meta["origin"]["cost_ms"]
+    assert cost["original_estimate"] > cost["estimate"] and cost["measured"] is not None
+    assert any("sized for CPU" in note for note in matmul.notes)
+
+
+def test_a_size_the_model_fixes_is_kept_and_the_others_shrink(scaled):
+    tasks, _ = scaled
+    head = tasks["fixed_width_head"]
+    values = sizes.module_values((head.path / "reference.py").read_text())
+    assert values["dim"] == 4096 and values["batch_size"] < 65536
+    assert list(json.loads((head.path / "task.json").read_text())["origin"]["scaled"]["constants"]) == ["batch_size"]
+
+
+def test_large_case_rows_shrink_and_small_ones_stay(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["half_scale_mini"].path)
+    small, large = task.cases
+    assert small["input_shape"] == "[33, 17]"
+    assert large["input_shape"] != "[4096, 8192]"
+    rows, cols = json.loads(large["input_shape"])
+    assert rows * cols < 4096 * 8192
+    scaled_rows = task.origin["scaled"]
+    assert scaled_rows == {"1": {"input_shape": ["[4096, 8192]", large["input_shape"]]}}
+    assert "input_shape = '[33, 17]'" in task.reference_source, "module defaults stay the first case"
