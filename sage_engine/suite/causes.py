@@ -18,7 +18,8 @@ NEEDS_NPU, NEEDS_CUDA, NEEDS_NETWORK = "needs NPU", "needs CUDA", "needs network
 MISSING = "missing dependency"
 CANNOT_RUN = (NEEDS_NPU, NEEDS_CUDA, NEEDS_NETWORK, MISSING)
 # Backends on which each requirement is met.
-MEETS = {"npu": ("npu",), "cuda": ("cuda",)}
+MEETS = {"npu": ("npu",), "cuda": ("cuda",), "network": ()}  # the sandbox has no network
+_KIND_CAUSE = {"npu": NEEDS_NPU, "cuda": NEEDS_CUDA, "network": NEEDS_NETWORK}
 _NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 _EXC = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning|Interrupt))\b")
 _NETWORK = ("huggingface.co", "couldn't connect", "offline mode", "Temporary failure in name resolution",
@@ -36,7 +37,7 @@ def blocking_requirement(requires: list[str], backend: str) -> tuple[str, str] |
     for text in requires:
         kind, _, reason = text.partition(": ")
         if kind in MEETS and backend not in MEETS[kind]:
-            return (NEEDS_NPU if kind == "npu" else NEEDS_CUDA), reason
+            return _KIND_CAUSE[kind], reason
     return None
 
 
@@ -65,6 +66,8 @@ def classify(result: Any) -> tuple[str, str]:
     if status == "crashed":
         memory = "memory" in text.lower() or "killed" in text.lower()
         return ("out of memory" if memory else "crashed"), _first_line(text)
+    if "SparseCPU" in text or "SparseCUDA" in text:
+        return "harness: sparse tensor inputs", _first_line(text)
     if "evaluation failed inside the sandbox" in text:
         return f"harness: {_exception(text)}", _first_line(text)
     if "the reference" in text:

@@ -171,8 +171,14 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     if result.status == "correct":
         return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing)
     cause, detail = causes.classify(result)
-    if cause == "not reproducible" and source.random_in_forward(ast.parse(task.reference_source)):
-        cause = "not reproducible: random numbers in forward"
+    if cause == "not reproducible":
+        tree = ast.parse(task.reference_source)
+        if source.random_in_forward(tree):
+            cause = "not reproducible: random numbers in forward"
+        elif source.inplace_in_forward(tree):
+            # The harness gives the candidate copies of the tensor arguments, not
+            # of tensors inside list arguments: in-place updates there reach both.
+            cause = "not reproducible: forward updates its inputs in place"
     status = "cannot_run" if causes.cannot_run(cause) else "failed"
     return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing)
 

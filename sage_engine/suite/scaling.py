@@ -83,8 +83,8 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
             report.scaled_cases += 1
         meta["cases"] = cases
         defaults_from(task_dir, cases[0] if cases else {})
-    for found in per_case:
-        report.notes.extend(n for n in found.get("notes", []) if n.startswith("sizes kept"))
+    kept = [n for found in per_case for n in found.get("notes", []) if n.startswith("sizes kept")]
+    report.notes.extend(f"{n} ({kept.count(n)} case(s))" for n in dict.fromkeys(kept))
     origin["scale"] = "cpu"
     origin["scaled"] = scaled
     origin["cost_ms"] = [_cost_pair(found) for found in per_case]

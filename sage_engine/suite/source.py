@@ -122,7 +122,7 @@ def _sage_seeded_forward(forward):
 
 @dataclass(frozen=True)
 class Requirement:
-    kind: str  # "npu" or "cuda"
+    kind: str  # "npu", "cuda" or "network"
     reason: str
     line: int | None = None
 
@@ -312,6 +312,18 @@ def random_in_forward(tree: ast.Module) -> list[int]:
     return sorted(set(lines))
 
 
+def inplace_in_forward(tree: ast.Module) -> list[int]:
+    """Lines where Model.forward calls an in-place tensor method (`x.mul_(...)`)."""
+    model = _model_class(tree)
+    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) \
+        if model is not None else None
+    if forward is None:
+        return []
+    return sorted({n.lineno for n in ast.walk(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                   and n.func.attr.endswith("_") and not n.func.attr.startswith("_")
+                   and n.func.attr not in _RANDOM_CALLS})
+
+
 def seed_random_forward(tree: ast.Module, seed: int) -> bool:
     """Decorate Model.forward with a per-call seeded generator when the model
     draws random numbers after construction."""
@@ -347,6 +359,9 @@ def requirements(tree: ast.Module) -> list[Requirement]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DEVICES \
                 and not node.args and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
             out.append(Requirement(node.func.attr, f"moves tensors with .{node.func.attr}()", line))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "from_pretrained":
+            out.append(Requirement("network", "downloads a pretrained model (from_pretrained)", line))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
                 and re.fullmatch(r"(npu|cuda)(:\d+)?", node.value) and _device_argument(tree, node):
             out.append(Requirement(node.value.split(":")[0], f"creates tensors on device {node.value!r}", line))

@@ -164,6 +164,31 @@ def npukernelbench(root: Path) -> Path:
         0;[33, 17];float32
         1;[4096, 8192];float32
     """)
+    gmm = root / "tasks" / "level3" / "GMM" / "MatmulRowsMini"
+    _write(gmm / "api_desc.md", "# MatmulRowsMini\n\nA matmul sized by scalar m, k, n columns.\n")
+    _module_py(gmm / "validation" / "module.py", """
+
+        class Model(nn.Module):
+            def forward(self, a, b):
+                return a @ b
+    """)
+    _write(gmm / "validation" / "prepare_inputs.py", """
+        import torch
+
+
+        def get_inputs(param, device=None):
+            m, k, n = (int(torch.tensor(param[c]).item()) for c in ('m', 'k', 'n'))
+            return [torch.randn(m, k, device=device), torch.randn(k, n, device=device)]
+
+
+        def get_init_inputs(param, device=None):
+            return []
+    """)
+    _write(gmm / "validation" / "test_cases.csv", """
+        case_id;m;k;n
+        0;40;24;16
+        1;2048;2048;2048
+    """)
     return root
 
 

@@ -62,6 +62,8 @@ def checked(tmp_path_factory):
     import_tasks(trees / "kb" / "KernelBench" / "level3", suite)
     _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
     _hand_written(suite, "broken_inputs", "return x", inputs="[torch.randn(4)[[9]]]")
+    # The harness copies tensor arguments for the candidate, not tensors inside a list argument.
+    _hand_written(suite, "scale_list_in_place", "return torch.cat([g.mul_(2.0) for g in x])", inputs="[[torch.randn(4)]]")
     calls = []
     report = check_suite(list_suite(suite), fast_config(tmp), backend="cpu", jobs=2,
                          progress=lambda done, total, message: calls.append((done, total)))
@@ -89,7 +91,7 @@ def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checke
     else:
         assert (einops.status, einops.cause) == ("cannot_run", "missing dependency: einops")
     summary = report.summary
-    assert summary["tasks"] == 7 and summary["runnable"] == (6 if HAS_EINOPS else 5)
+    assert summary["tasks"] == 8 and summary["runnable"] == (7 if HAS_EINOPS else 6)
     assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
 
 
@@ -98,7 +100,9 @@ def test_failures_are_grouped_by_cause(checked):
     by_id = {t.id: t for t in report.tasks}
     assert by_id["noisy"].cause == "not reproducible: random numbers in forward"
     assert by_id["broken_inputs"].cause == "reference fails: IndexError"
-    assert report.summary["failures"] == {"not reproducible: random numbers in forward": ["noisy"],
+    assert by_id["scale_list_in_place"].cause == "not reproducible: forward updates its inputs in place"
+    assert report.summary["failures"] == {"not reproducible: forward updates its inputs in place": ["scale_list_in_place"],
+                                          "not reproducible: random numbers in forward": ["noisy"],
                                           "reference fails: IndexError": ["broken_inputs"]}
     assert report.summary["goals"]["correct_pct"]["met"] is False
 

@@ -51,7 +51,8 @@ def test_every_layout_is_recognised_in_its_tree(trees):
     assert detect_layout(mkb / "reference" / "npukernelbench_level1" / "1_gelu_mini.py") == "multikernelbench"
     assert detect_layout(kb / "KernelBench" / "level1" / "1_Square_matmul_mini.py") == "kernelbench"
     assert detect_layout(nkb / "framework" / "utils.py") is None
-    assert [p.name for p, _ in find_tasks(nkb)] == ["ClipByValueMini", "HalfScaleMini", "BatchNormMini"]
+    assert [p.name for p, _ in find_tasks(nkb)] == ["ClipByValueMini", "HalfScaleMini", "BatchNormMini",
+                                                     "MatmulRowsMini"]
     assert sorted(kind for _, kind in find_tasks(mkb)) == ["kernelbench", "multikernelbench", "multikernelbench"]
 
 
@@ -184,3 +185,17 @@ def test_path_with_no_task_or_a_bad_scale_is_refused(tmp_path):
     with pytest.raises(InvalidInput, match="pass a backend"):
         import_tasks(tmp_path, tmp_path / "out", scale="cpu")
 
+
+
+def test_import_roots_must_be_folders_inside_the_task_with_the_roots_line(tmp_path):
+    task = tmp_path / "t"
+    (task / "lib").mkdir(parents=True)
+    (task / "reference.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n"
+                                       "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    meta = {"name": "t", "operator": "t", "family": "t", "level": 1}
+    (task / "task.json").write_text(json.dumps({**meta, "import_roots": ["../elsewhere"]}))
+    with pytest.raises(InvalidInput, match="inside"):
+        load_task(task)
+    (task / "task.json").write_text(json.dumps({**meta, "import_roots": ["lib"]}))
+    with pytest.raises(InvalidInput, match="SAGE_IMPORT_ROOTS = \\[\\]"):
+        load_task(task)

@@ -54,6 +54,7 @@ def scaled(tmp_path_factory):
         cpu = harness.backend("cpu")
         tasks = import_tasks(kb / "KernelBench" / "level1", tmp / "out", scale="cpu", backend=cpu)
         tasks += import_tasks(nkb / "tasks" / "level2" / "Activation", tmp / "out", scale="cpu", backend=cpu)
+        tasks += import_tasks(nkb / "tasks" / "level3", tmp / "out", scale="cpu", backend=cpu)
     return {t.id: t for t in tasks}, kb
 
 
@@ -90,3 +91,13 @@ def test_large_case_rows_shrink_and_small_ones_stay(scaled):
     scaled_rows = task.origin["scaled"]
     assert scaled_rows == {"1": {"input_shape": ["[4096, 8192]", large["input_shape"]]}}
     assert "input_shape = '[33, 17]'" in task.reference_source, "module defaults stay the first case"
+
+
+def test_sizes_the_meta_device_cannot_estimate_are_measured_on_the_cpu(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["matmul_rows_mini"].path)
+    assert task.cases[0] == {"m": 40, "k": 24, "n": 16}
+    large = task.cases[1]
+    assert large["m"] * large["k"] * large["n"] < 2048 ** 3
+    cost = task.origin["cost_ms"][1]
+    assert cost["measured"] is not None and cost["measured"] < cost["original_estimate"]
