@@ -23,8 +23,24 @@ DTYPES = {"float32", "float16", "bfloat16", "int32", "int16", "int8", "int64", "
 
 
 def run_reference_cases(task_dir: Path) -> list[list]:
-    """Execute the converted reference once per case, the way the sandbox child does."""
+    """Execute the converted reference once per case, the way the sandbox child does.
+
+    A reference with import roots puts them on sys.path and imports the
+    benchmark's helpers; both are undone so later imports in this process do
+    not find those helpers installed."""
     task = load_task(task_dir)
+    path = list(sys.path)
+    try:
+        return _run_cases(task, task_dir)
+    finally:
+        sys.path[:] = path
+        for name, module in list(sys.modules.items()):
+            where = getattr(module, "__file__", None) or ""
+            if any(where.startswith(root) for root in task.import_roots):
+                del sys.modules[name]
+
+
+def _run_cases(task, task_dir: Path) -> list[list]:
     outputs = []
     for i, case in enumerate(task.case_rows):
         module = type(sys)(f"imported_{task.id}_{i}")

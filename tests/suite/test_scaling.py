@@ -42,12 +42,36 @@ FIXED_WIDTH = """
         return []
 """
 
+# Shapes are fine on the meta device; the values fail on the CPU (a random
+# matrix is not positive-definite), at every size.
+FAILS_ON_CPU = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, a):
+            return torch.linalg.cholesky(a)
+
+
+    N = 4096
+
+
+    def get_inputs():
+        return [torch.randn(N, N)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
 
 @pytest.fixture(scope="module")
 def scaled(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scale")
     kb = benchmark_trees.kernelbench(tmp / "kb")
     benchmark_trees._write(kb / "KernelBench" / "level1" / "2_Fixed_width_head.py", FIXED_WIDTH)
+    benchmark_trees._write(kb / "KernelBench" / "level1" / "3_Cholesky_of_noise.py", FAILS_ON_CPU)
     nkb = benchmark_trees.npukernelbench(tmp / "nkb")
     config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache")
     with Harness(config) as harness:
@@ -101,3 +125,15 @@ def test_sizes_the_meta_device_cannot_estimate_are_measured_on_the_cpu(scaled):
     assert large["m"] * large["k"] * large["n"] < 2048 ** 3
     cost = task.origin["cost_ms"][1]
     assert cost["measured"] is not None and cost["measured"] < cost["original_estimate"]
+
+
+def test_a_reference_that_fails_on_the_cpu_keeps_the_benchmark_sizes_and_says_so(scaled):
+    tasks, kb = scaled
+    task = tasks["cholesky_of_noise"]
+    original = kb / "KernelBench" / "level1" / "3_Cholesky_of_noise.py"
+    assert (task.path / "reference.py").read_text() == original.read_text()
+    meta = json.loads((task.path / "task.json").read_text())
+    assert meta["origin"]["scaled"] == {}
+    (cost,) = meta["origin"]["cost_ms"]
+    assert cost["estimate"] == cost["original_estimate"] and cost["measured"] is None
+    assert any("the reference failed on the CPU" in note for note in task.notes)
