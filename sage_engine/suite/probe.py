@@ -7,7 +7,9 @@ device (no memory, no arithmetic: shapes, bytes and matmul/conv FLOPs), then
 halves size slots (`sizes.py`) until the estimate fits, checking every step
 on the meta device so a halving that breaks a shape constraint is undone.
 Where a reference cannot run on the meta device (`.item()`, `.tolist()` in
-its builders) the shapes written in the case stand in for the cost. The
+its builders) the shapes written in the case stand in for the cost, and each
+halving, once small enough, runs on the CPU to show it keeps the reference
+valid (the shapes cannot tell that one width must stay half another). The
 chosen sizes then run once for real on the CPU, which both proves them and
 measures them. Imports only the standard library, torch and `sizes`.
 """
@@ -29,6 +31,10 @@ REAL_GAIN = 0.9
 # ... and halving goes on while a measured call is over this many times the target.
 SLACK = 2.0
 LONG_CALL_MS = 1000.0
+# Halvings chosen without the meta device (from written shapes) run on the CPU
+# to prove them while their estimate is below this many times the target
+# (larger ones would cost seconds and gigabytes; the proof at the end checks them).
+CHECK_BELOW = 8.0
 # Cases estimated above this share of the target also run once for real: the
 # estimate misses slow dtypes (bfloat16/float16 arithmetic on CPUs).
 PROVE_ABOVE = 0.25
@@ -178,12 +184,29 @@ class _Search:
                 if self.ms(trial_cost) > gain * self.ms(cost):
                     failed.add(keys)  # a size that hardly costs anything (num_classes): keep it
                     continue
+                if not self.runs_on_cpu(trial, trial_cost):
+                    failed.add(keys)
+                    continue
                 current, cost = trial, trial_cost
                 path.append(current)
                 break
             else:
                 break
         return current, cost
+
+    def runs_on_cpu(self, values: dict[tuple, int], cost: _Cost) -> bool:
+        """Whether a halving keeps the reference valid, where the estimate could
+        not tell: the written shapes (or the inputs alone) say nothing about a
+        rule between sizes (a value half as wide as the tensor it is assigned
+        into), so small enough sizes are tried on the CPU."""
+        if cost.method not in ("shapes", "inputs") or self.ms(cost) > CHECK_BELOW * self.target:
+            return True
+        try:
+            self.cost(values, "cpu")
+        except BaseException as exc:  # the reference's own code: anything can happen
+            self.notes.append(f"a halving failed on the CPU: {_error(exc)}")
+            return False
+        return True
 
     def run(self) -> dict[str, Any]:
         original = {s.key: s.value for s in self.slots}

@@ -189,6 +189,37 @@ def npukernelbench(root: Path) -> Path:
         0;40;24;16
         1;2048;2048;2048
     """)
+    strided = root / "tasks" / "level3" / "Index" / "StridedAssignMini"
+    _write(strided / "api_desc.md", "# StridedAssignMini\n\nWrites a tensor into every other column of another.\n")
+    _module_py(strided / "validation" / "module.py", """
+
+        class Model(nn.Module):
+            def forward(self, var, value, stride):
+                step = int(stride.item())
+                out = var.clone()
+                out[:, ::step] = value
+                return out
+    """)
+    _write(strided / "validation" / "prepare_inputs.py", """
+        import torch
+
+
+        def get_inputs(param, device=None):
+            var = torch.randn(eval(param['var_shape']), device=device)
+            value = torch.randn(eval(param['value_shape']), device=device)
+            return [var, value, torch.tensor(int(param['stride']), device=device)]
+
+
+        def get_init_inputs(param, device=None):
+            return []
+    """)
+    # The value is half as wide as the tensor it goes into: halving either
+    # width alone breaks the reference, which the written shapes cannot show.
+    _write(strided / "validation" / "test_cases.csv", """
+        case_id;var_shape;value_shape;stride;dtype
+        0;[6, 8];[6, 4];2;float32
+        1;[2048, 8192];[2048, 4096];2;float32
+    """)
     return root
 
 

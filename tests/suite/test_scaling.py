@@ -137,3 +137,15 @@ def test_a_reference_that_fails_on_the_cpu_keeps_the_benchmark_sizes_and_says_so
     (cost,) = meta["origin"]["cost_ms"]
     assert cost["estimate"] == cost["original_estimate"] and cost["measured"] is None
     assert any("the reference failed on the CPU" in note for note in task.notes)
+
+
+def test_sizes_that_must_keep_a_ratio_are_proved_on_the_cpu_while_halving(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["strided_assign_mini"].path)
+    large = task.cases[1]
+    rows, cols = json.loads(large["var_shape"])
+    value_rows, value_cols = json.loads(large["value_shape"])
+    assert (value_rows, value_cols * 2) == (rows, cols), "the value still fills every other column"
+    assert rows * cols < 2048 * 8192
+    assert task.origin["cost_ms"][1]["measured"] is not None
+    assert not any("sizes kept" in note for note in tasks["strided_assign_mini"].notes)
