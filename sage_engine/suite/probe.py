@@ -31,6 +31,10 @@ REAL_GAIN = 0.9
 # ... and halving goes on while a measured call is over this many times the target.
 SLACK = 2.0
 LONG_CALL_MS = 1000.0
+# A check builds a case's inputs once per trial and calls forward twice
+# (reference and candidate), so a measured call adds half the time the input
+# builders took: some build with NumPy in float64 and take 10x the forward.
+INPUTS_SHARE = 0.5
 # Halvings chosen without the meta device (from written shapes) run on the CPU
 # to prove them while their estimate is below this many times the target
 # (larger ones would cost seconds and gigabytes; the proof at the end checks them).
@@ -91,7 +95,9 @@ def _run(source: str, case: dict[str, Any], seed: int, device: str) -> _Cost:
         torch.manual_seed(seed)
         model = module.Model(*init)
         torch.manual_seed(seed)
+        built = time.perf_counter()
         inputs = list(module.get_inputs())
+        inputs_ms = (time.perf_counter() - built) * 1e3
         params = 0
         if isinstance(model, torch.nn.Module):
             params = sum(_nbytes(t) for t in list(model.parameters()) + list(model.buffers()))
@@ -110,7 +116,7 @@ def _run(source: str, case: dict[str, Any], seed: int, device: str) -> _Cost:
                 times.append((time.perf_counter() - start) * 1e3)
                 if times[0] > LONG_CALL_MS:
                     break
-            return _Cost("cpu", _nbytes(inputs) + params, 0, min(times))
+            return _Cost("cpu", _nbytes(inputs) + params, 0, min(times) + INPUTS_SHARE * inputs_ms)
 
 
 def _inputs_on_meta(source: str, case: dict[str, Any], seed: int) -> _Cost:

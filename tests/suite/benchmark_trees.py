@@ -189,6 +189,35 @@ def npukernelbench(root: Path) -> Path:
         0;40;24;16
         1;2048;2048;2048
     """)
+    noisy = root / "tasks" / "level3" / "Math" / "DoubleNoiseMini"
+    _write(noisy / "api_desc.md", "# DoubleNoiseMini\n\nDoubles a tensor of approximately normal noise.\n")
+    _module_py(noisy / "validation" / "module.py", """
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2
+    """)
+    # Irwin-Hall noise drawn in float64 NumPy: building the input takes far
+    # longer than the forward, as in several NPUKernelBench tasks.
+    _write(noisy / "validation" / "prepare_inputs.py", """
+        import numpy as np
+        import torch
+
+
+        def get_inputs(param, device=None):
+            shape = eval(param['input_shape'])
+            noise = sum(np.random.uniform(size=shape) for _ in range(12)) - 6
+            return [torch.tensor(noise, dtype=torch.float32, device=device)]
+
+
+        def get_init_inputs(param, device=None):
+            return []
+    """)
+    _write(noisy / "validation" / "test_cases.csv", """
+        case_id;input_shape;dtype
+        0;[8, 10];float32
+        1;[4096, 1000];float32
+    """)
     strided = root / "tasks" / "level3" / "Index" / "StridedAssignMini"
     _write(strided / "api_desc.md", "# StridedAssignMini\n\nWrites a tensor into every other column of another.\n")
     _module_py(strided / "validation" / "module.py", """

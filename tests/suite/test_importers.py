@@ -68,7 +68,8 @@ def test_every_layout_is_recognised_in_its_tree(trees):
     assert detect_layout(kb / "KernelBench" / "level1" / "1_Square_matmul_mini.py") == "kernelbench"
     assert detect_layout(nkb / "framework" / "utils.py") is None
     assert [p.name for p, _ in find_tasks(nkb)] == ["ClipByValueMini", "HalfScaleMini", "BatchNormMini",
-                                                     "MatmulRowsMini", "StridedAssignMini"]
+                                                     "MatmulRowsMini", "StridedAssignMini",
+                                                     "DoubleNoiseMini"]
     assert sorted(kind for _, kind in find_tasks(mkb)) == ["kernelbench", "multikernelbench", "multikernelbench"]
 
 

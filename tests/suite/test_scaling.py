@@ -149,3 +149,12 @@ def test_sizes_that_must_keep_a_ratio_are_proved_on_the_cpu_while_halving(scaled
     assert rows * cols < 2048 * 8192
     assert task.origin["cost_ms"][1]["measured"] is not None
     assert not any("sizes kept" in note for note in tasks["strided_assign_mini"].notes)
+
+
+def test_slow_input_builders_count_in_the_measured_cost(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["double_noise_mini"].path)
+    rows, cols = json.loads(task.cases[1]["input_shape"])
+    # The forward alone takes a few ms at 2048 x 1000; building its input
+    # (12 float64 draws per element) takes over 100 ms.
+    assert cols == 1000 and rows <= 1024
