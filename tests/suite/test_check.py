@@ -100,8 +100,8 @@ def test_failures_are_grouped_by_cause(checked):
     by_id = {t.id: t for t in report.tasks}
     assert by_id["noisy"].cause == "not reproducible: random numbers in forward"
     assert by_id["broken_inputs"].cause == "reference fails: IndexError"
-    assert by_id["scale_list_in_place"].cause == "not reproducible: forward updates its inputs in place"
-    assert report.summary["failures"] == {"not reproducible: forward updates its inputs in place": ["scale_list_in_place"],
+    assert by_id["scale_list_in_place"].cause == "harness: in-place updates inside list inputs"
+    assert report.summary["failures"] == {"harness: in-place updates inside list inputs": ["scale_list_in_place"],
                                           "not reproducible: random numbers in forward": ["noisy"],
                                           "reference fails: IndexError": ["broken_inputs"]}
     assert report.summary["goals"]["correct_pct"]["met"] is False
