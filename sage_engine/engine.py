@@ -280,9 +280,19 @@ class Engine:
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         return self.evaluation.setup_backend(name, log=log, force=force)
 
-    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None) -> list:
-        """Convert NPUKernelBench / MultiKernelBench tasks into SAGE task directories."""
-        return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases)
+    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
+                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
+        """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
+        `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
+        return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases, scale=scale,
+                                            progress=progress)
+
+    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
+                    trials: int | None = None, task_ids: Sequence[str] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None):
+        """Every task's reference evaluated as its own candidate (`sage suite check`)."""
+        return self.evaluation.check_suite(suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids,
+                                           progress=progress)
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         return self.evaluation.resolve_candidate(candidate)

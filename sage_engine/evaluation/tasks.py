@@ -29,12 +29,17 @@ DTYPE_NAMES: tuple[str, ...] = (
 )
 TASK_KEYS: tuple[str, ...] = (
     "name", "operator", "family", "level", "description", "cases", "tolerance", "forbid", "seed",
+    "import_roots", "origin",
 )
 REQUIRED_JSON_KEYS: tuple[str, ...] = ("name", "operator", "family", "level")
 # MultiKernelBench's seed; any fixed value works, it only has to be the same
 # for reference and candidate.
 DEFAULT_SEED = 1024
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
+# A task with import roots (folders inside its directory holding a benchmark's
+# own helper package) has this line in reference.py; loading the task writes
+# the roots' absolute paths into it, on the same line, so line numbers hold.
+IMPORT_ROOTS_LINE = re.compile(r"^SAGE_IMPORT_ROOTS = \[[^\n]*\]", re.MULTILINE)
 
 
 def default_suite_dir() -> Path:
@@ -58,6 +63,10 @@ class Task:
     forbid: tuple[str, ...] = ()
     seed: int = DEFAULT_SEED
     examples: dict[str, Path] = field(default_factory=dict, hash=False)
+    # Absolute folders the reference imports from (read-only), from task.json "import_roots".
+    import_roots: tuple[str, ...] = ()
+    # Where an imported task came from (benchmark, path, commit, original sizes); informational.
+    origin: dict = field(default_factory=dict, hash=False, compare=False)
 
     @property
     def case_rows(self) -> tuple[dict, ...]:
@@ -74,6 +83,7 @@ class Task:
             "tolerance": self.tolerance,
             "forbid": list(self.forbid),
             "seed": self.seed,
+            "import_roots": list(self.import_roots),
         }
 
 
@@ -172,7 +182,13 @@ def _load_dir(path: Path) -> Task:
     solutions = path / "solutions"
     examples = {p.stem: p for p in sorted(solutions.glob("*.py"))} if solutions.is_dir() else {}
     where = str(meta_path) if meta_path.is_file() else "SAGE_TASK in reference.py"
-    return _build(path.name, source, ref, meta, where=where, examples=examples)
+    roots = _import_roots(meta.get("import_roots", []), path, where)
+    if roots:
+        if not IMPORT_ROOTS_LINE.search(source):
+            raise InvalidInput(f"{where} names import_roots, so {ref} needs the line `SAGE_IMPORT_ROOTS = []` "
+                               "followed by `sys.path[:0] = SAGE_IMPORT_ROOTS`")
+        source = IMPORT_ROOTS_LINE.sub(lambda _: f"SAGE_IMPORT_ROOTS = {list(roots)!r}", source, count=1)
+    return _build(path.name, source, ref, meta, where=where, examples=examples, import_roots=roots)
 
 
 def _load_inline(source: str) -> Task:
@@ -238,7 +254,8 @@ def _sage_task_dict(source: str, where: str) -> dict[str, Any]:
 
 
 def _build(
-    tid: str, source: str, path: Path | None, meta: dict[str, Any], *, where: str, examples: dict[str, Path]
+    tid: str, source: str, path: Path | None, meta: dict[str, Any], *, where: str, examples: dict[str, Path],
+    import_roots: tuple[str, ...] = (),
 ) -> Task:
     tree = _parse_reference(source, path.name if path else "inline reference")
     unknown = sorted(set(meta) - set(TASK_KEYS))
@@ -248,6 +265,8 @@ def _build(
     level = meta.get("level", 1)
     if not isinstance(level, int) or isinstance(level, bool) or level not in (1, 2, 3):
         raise InvalidInput(f"{where}: 'level' must be 1, 2 or 3, got {level!r}")
+    if meta.get("import_roots") and not import_roots:
+        raise InvalidInput(f"{where}: 'import_roots' need a task directory (task.json beside reference.py)")
     seed = meta.get("seed", DEFAULT_SEED)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise InvalidInput(f"{where}: 'seed' must be an integer, got {seed!r}")
@@ -265,6 +284,8 @@ def _build(
         forbid=_forbid(meta.get("forbid", []), where),
         seed=seed,
         examples=examples,
+        import_roots=import_roots,
+        origin=_origin(meta.get("origin", {}), where),
     )
 
 
@@ -307,6 +328,25 @@ def _tolerance(value: Any, where: str) -> dict:
                 raise InvalidInput(f"{where}: 'tolerance'[{dtype!r}][{k!r}] must be a number >= 0")
         out[dtype] = {k: float(v) for k, v in tol.items()}
     return out
+
+
+def _import_roots(value: Any, task_dir: Path, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise InvalidInput(f"{where}: 'import_roots' must be a list of folders inside the task directory")
+    roots = []
+    base = task_dir.resolve()
+    for rel in value:
+        root = (base / rel).resolve()
+        if base not in root.parents or not root.is_dir():
+            raise InvalidInput(f"{where}: import root {rel!r} must be an existing folder inside {base}")
+        roots.append(str(root))
+    return tuple(roots)
+
+
+def _origin(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{where}: 'origin' must be an object (benchmark, path, commit, sizes)")
+    return value
 
 
 def _forbid(value: Any, where: str) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
@@ -71,10 +71,22 @@ class EvaluationService:
             suite_dir = self.check_path(Path(suite_dir))
         return [task_summary(t) for t in list_suite(suite_dir, level=level, family=family)]
 
-    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None) -> list:
+    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
+                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
         from sage_engine.suite.importers import import_tasks
 
-        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases)
+        backend = self.harness.backend("cpu") if scale else None
+        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases, scale=scale,
+                            backend=backend, progress=progress)
+
+    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
+                    trials: int | None = None, task_ids: Sequence[str] | None = None,
+                    progress: Callable[[int, int, str], None] | None = None):
+        from sage_engine.suite.check import check_suite, select_tasks
+
+        folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
+        return check_suite(select_tasks(folder, task_ids), self.config, backend=backend or self.config.backend,
+                           jobs=jobs, trials=trials, progress=progress)
 
     # ------------------------------------------------------------ candidates
 

@@ -8,7 +8,8 @@ import click
 
 from sage_mcp.cli.agent import run
 from sage_mcp.cli.common import State, db_option
-from sage_mcp.cli.evaluation import backends, bench, suite
+from sage_mcp.cli.evaluation import backends, bench
+from sage_mcp.cli.suite import suite
 from sage_mcp.cli.memory import consolidate, episodes, init, memory
 from sage_mcp.cli.serve import mcp, serve
 

@@ -1,9 +1,7 @@
-"""`sage bench`, `sage suite ...`, `sage backends ...`."""
+"""`sage bench`, `sage backends ...`."""
 
 from __future__ import annotations
 
-import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -66,100 +64,6 @@ def bench(state: State, candidate, task, bench_backend, trials, episode_id) -> N
 
 
 @click.group()
-def suite() -> None:
-    """The bundled operator suite."""
-
-
-@suite.command("list")
-@click.option("--level", type=int)
-@click.option("--family")
-@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False), help="A folder of task directories (e.g. from `sage suite import`) instead of the bundled suite.")
-@json_option
-@pass_state
-@handle_errors
-def suite_list(state: State, level, family, suite_dir) -> None:
-    """Every task with its family, level, cases and example solutions."""
-    tasks = state.engine.list_tasks(level=level, family=family, suite_dir=suite_dir)
-    emit(state, tasks, lambda ts: table(f"{len(ts)} tasks", ["id", "family", "level", "cases", "examples", "name"],
-         [(t.id, t.family, t.level, t.cases, ", ".join(t.examples), t.name) for t in ts]))
-
-
-@suite.command("show")
-@click.argument("task_id")
-@json_option
-@pass_state
-@handle_errors
-def suite_show(state: State, task_id) -> None:
-    """A task's description, cases and reference source."""
-    summary = state.engine.get_task(task_id)
-    source = state.engine.task_source(task_id)
-
-    def render(_):
-        console.print(f"[bold]{summary.id}[/bold]: {summary.name} ({summary.family}, level {summary.level}, {summary.cases} cases)")
-        if summary.description:
-            console.print(summary.description, highlight=False, markup=False)
-        console.print(f"examples: {', '.join(summary.examples) or '-'}\n")
-        console.print(source, highlight=False, markup=False)
-
-    emit(state, {"task": summary, "reference": source}, render)
-
-
-@suite.command("run")
-@click.option("--level", type=int)
-@click.option("--family")
-@click.option("--tasks", "task_ids", help="Comma-separated task ids.")
-@click.option("--backend", "run_backend", help="Backend; also picks which example solutions run.")
-@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False), help="A folder of task directories instead of the bundled suite.")
-@json_option
-@pass_state
-@handle_errors
-def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> None:
-    """Evaluate the suite's example solutions and print a summary table."""
-    from sage_engine.evaluation.tasks import list_suite
-
-    backend = run_backend or state.engine.config.backend
-    prefix = SOLUTION_PREFIX.get(backend, "cpu_")
-    tasks = list_suite(Path(suite_dir).resolve() if suite_dir else None, level=level, family=family)
-    if task_ids:
-        wanted = {t.strip() for t in task_ids.split(",") if t.strip()}
-        unknown = wanted - {t.id for t in tasks}
-        if unknown:
-            raise click.BadParameter(f"unknown task ids {sorted(unknown)}; see `sage suite list`", param_hint="--tasks")
-        tasks = [t for t in tasks if t.id in wanted]
-    jobs = [(t, name, path) for t in tasks for name, path in sorted(t.examples.items())
-            if name.startswith(prefix) and "broken" not in name]
-    rows = []
-    with _progress() as bar:
-        job = bar.add_task("suite", total=len(jobs))
-        for t, name, path in jobs:
-            bar.update(job, description=f"{t.id}/{name}")
-            r = state.engine.evaluate(str(path), str(t.reference_path.parent) if suite_dir else t.id, backend=backend)
-            rows.append({"task": t.id, "solution": name, "status": r.status, "speedup": r.speedup,
-                         "reference_ms": r.reference_timing.median_ms if r.reference_timing else None,
-                         "candidate_ms": r.candidate_timing.median_ms if r.candidate_timing else None,
-                         "front_end": (r.compile_info or {}).get("front_end"), "message": r.message})
-            bar.advance(job)
-    speedups = [r["speedup"] for r in rows if r["status"] == "correct" and r["speedup"]]
-    summary = {
-        "backend": backend,
-        "evaluated": len(rows),
-        "correct": sum(r["status"] == "correct" for r in rows),
-        "geomean_speedup": math.exp(statistics.fmean(math.log(s) for s in speedups)) if speedups else None,
-        "results": rows,
-    }
-
-    def render(s):
-        table(None, ["task", "solution", "status", "speedup", "ref ms", "cand ms", "front end"],
-              [(r["task"], r["solution"], r["status"], f"{r['speedup']:.2f}x" if r["speedup"] else "-",
-                f"{r['reference_ms']:.3f}" if r["reference_ms"] else "-",
-                f"{r['candidate_ms']:.3f}" if r["candidate_ms"] else "-", r["front_end"] or "") for r in s["results"]])
-        gm = f"{s['geomean_speedup']:.2f}x" if s["geomean_speedup"] else "-"
-        console.print(f"{s['correct']}/{s['evaluated']} correct on {s['backend']}; geometric-mean speedup {gm}")
-
-    emit(state, summary, render)
-
-
-@click.group()
 def backends() -> None:
     """Evaluation backends: what is ready here and how to set the rest up."""
 
@@ -185,25 +89,6 @@ def backends_list(state: State) -> None:
 def _progress() -> Progress:
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=err_console, transient=True)
-
-
-@suite.command("import")
-@click.argument("path", type=click.Path(exists=True))
-@click.option("--dest", default="sage-tasks", show_default=True, type=click.Path(file_okay=False), help="Folder to write task directories into.")
-@click.option("--overwrite", is_flag=True, help="Replace task directories that already exist.")
-@click.option("--max-cases", type=int, help="Keep at most N case rows per task.")
-@json_option
-@pass_state
-@handle_errors
-def suite_import(state: State, path, dest, overwrite, max_cases) -> None:
-    """Convert NPUKernelBench task folders or MultiKernelBench files into SAGE tasks."""
-    imported = state.engine.import_tasks(path, dest, overwrite=overwrite, max_cases=max_cases)
-    rows = [{"id": t.id, "path": str(t.path), "layout": t.layout, "cases": t.cases, "notes": t.notes} for t in imported]
-    emit(state, rows, lambda rs: (
-        table(f"{len(rs)} tasks imported into {dest}", ["id", "layout", "cases", "notes"],
-              [(r["id"], r["layout"], r["cases"], "; ".join(r["notes"])) for r in rs]),
-        console.print(f"run them with: sage suite list --dir {dest}"),
-    ))
 
 
 @backends.command("setup")

@@ -1,0 +1,270 @@
+"""`sage suite check`: every task's reference evaluated as its own candidate.
+
+The candidate is the reference's `Model` and only what it needs, renamed
+`ModelNew` (`source.self_candidate`), run through the normal harness:
+seeded correctness trials on every case, then alternating timing. A sound
+task comes back correct with a self-speedup near 1.0; anything else is a
+task an agent should not be pointed at yet, and the check says why
+(`causes.py`). The task's `forbid` list is lifted for this candidate only:
+the reference calls exactly the operators a candidate may not.
+
+`jobs` evaluations run at once, each thread with its own Harness (and so its
+own worker pool). On a machine with few cores, concurrent timings compete
+for them: self-speedup is a ratio of interleaved measurements and stays
+near 1.0, but its spread widens and each task takes longer.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import queue
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from sage_engine.config import Config
+from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
+from sage_engine.evaluation.harness import Harness
+from sage_engine.evaluation.tasks import Task
+from sage_engine.suite import causes, source
+
+Progress = Callable[[int, int, str], None]
+# The bar a sound suite clears on the cpu backend (docs/suite.md).
+GOAL_CORRECT_PCT = 99.0  # of the tasks that can run on the backend
+GOAL_SPEEDUP = (0.95, 1.05)  # median self-speedup: timing treats both sides alike
+GOAL_TASK_S = 60.0  # slowest task's check, at CPU scale
+MAX_JOBS = 16
+
+
+@dataclass
+class TaskCheck:
+    id: str
+    benchmark: str
+    status: str  # "correct", "failed" or "cannot_run"
+    cause: str | None = None
+    detail: str = ""
+    speedup: float | None = None
+    reference_ms: float | None = None
+    candidate_ms: float | None = None
+    seconds: float = 0.0
+    cases: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class SuiteCheck:
+    backend: str
+    jobs: int
+    started: str
+    wall_s: float
+    load: dict[str, Any]
+    tasks: list[TaskCheck] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"backend": self.backend, "jobs": self.jobs, "started": self.started, "wall_s": self.wall_s,
+                "load": self.load, "summary": self.summary, "benchmarks": self.benchmarks,
+                "tasks": [t.as_dict() for t in self.tasks]}
+
+
+def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int = 1,
+                trials: int | None = None, progress: Progress | None = None) -> SuiteCheck:
+    """Self-check `tasks` on `backend` with `jobs` evaluations at a time."""
+    backend = backend or config.backend
+    if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise InvalidInput(f"jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
+    if not tasks:
+        raise InvalidInput("no tasks to check; point --suite at a folder of task directories")
+    with Harness(config) as probe:
+        status = probe.backend_status(backend)
+    if not status.ready:
+        raise BackendUnavailable(f"backend {backend!r} is not ready: {status.reason}. {status.setup}".strip())
+    started, begin, load_before = time.strftime("%Y-%m-%d %H:%M:%S"), time.monotonic(), _load()
+    results: list[TaskCheck | None] = [None] * len(tasks)
+    work: queue.Queue[int] = queue.Queue()
+    for i in range(len(tasks)):
+        work.put(i)
+    done_lock, done = threading.Lock(), [0]
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        with Harness(config) as harness:
+            while not errors:
+                try:
+                    index = work.get_nowait()
+                except queue.Empty:
+                    return
+                task = tasks[index]
+                try:
+                    results[index] = check_task(harness, task, backend=backend, trials=trials)
+                except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                    errors.append(exc)
+                    return
+                with done_lock:
+                    done[0] += 1
+                    if progress:
+                        progress(done[0], len(tasks), task.id)
+
+    threads = [threading.Thread(target=worker, name=f"suite-check-{n}", daemon=True) for n in range(min(jobs, len(tasks)))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    checks = [r for r in results if r is not None]
+    report = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1),
+                        {"before": load_before, "after": _load()}, checks)
+    report.summary = summarize(checks)
+    for name in sorted({c.benchmark for c in checks}):
+        report.benchmarks[name] = summarize([c for c in checks if c.benchmark == name])
+    return report
+
+
+def select_tasks(suite_dir: Path | None = None, task_ids: list[str] | tuple[str, ...] | None = None) -> list[Task]:
+    """The bundled suite, or every task directory in `suite_dir`; only `task_ids` when given."""
+    from sage_engine.errors import NotFound
+    from sage_engine.evaluation.tasks import list_suite
+
+    if suite_dir is not None and not Path(suite_dir).is_dir():
+        raise InvalidInput(f"suite folder {suite_dir} does not exist")
+    tasks = list_suite(Path(suite_dir) if suite_dir is not None else None)
+    if task_ids:
+        unknown = sorted(set(task_ids) - {t.id for t in tasks})
+        if unknown:
+            raise NotFound(f"unknown task ids {unknown}; `sage suite list` lists the suite's tasks")
+        tasks = [t for t in tasks if t.id in set(task_ids)]
+    return tasks
+
+
+def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None = None) -> TaskCheck:
+    """One task's reference against itself."""
+    benchmark = str(task.origin.get("benchmark") or ("bundled" if _bundled(task) else "local"))
+    base = {"id": task.id, "benchmark": benchmark, "cases": len(task.case_rows)}
+    requires = list(task.origin.get("requires") or _requirements(task))
+    blocked = causes.blocking_requirement(requires, backend)
+    if blocked:
+        return TaskCheck(**base, status="cannot_run", cause=blocked[0], detail=blocked[1])
+    try:
+        candidate = self_candidate(task)
+    except (SyntaxError, ValueError) as exc:
+        return TaskCheck(**base, status="failed", cause="no Model class", detail=str(exc))
+    start = time.monotonic()
+    try:
+        result = harness.evaluate(dataclasses.replace(task, forbid=()), candidate, backend=backend, trials=trials)
+    except BackendUnavailable:
+        raise
+    except SageError as exc:
+        return TaskCheck(**base, status="failed", cause="not evaluable", detail=str(exc),
+                         seconds=round(time.monotonic() - start, 2))
+    timing = {"reference_ms": result.reference_timing.median_ms if result.reference_timing else None,
+              "candidate_ms": result.candidate_timing.median_ms if result.candidate_timing else None,
+              "seconds": round(result.duration_s, 2)}
+    if result.status == "correct":
+        return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing)
+    cause, detail = causes.classify(result)
+    if cause == "not reproducible":
+        tree = ast.parse(task.reference_source)
+        if source.random_in_forward(tree):
+            cause = "not reproducible: random numbers in forward"
+        elif source.inplace_in_forward(tree):
+            # The harness gives the candidate copies of the tensor arguments, not
+            # of tensors inside list arguments: in-place updates there reach both
+            # sides (in-place updates of a tensor argument are copied, so this is
+            # what is left).
+            cause = "harness: in-place updates inside list inputs"
+    status = "cannot_run" if causes.cannot_run(cause) else "failed"
+    return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing)
+
+
+def self_candidate(task: Task) -> str:
+    """The reference's Model as ModelNew; with the task's import roots on the
+    path when the model imports from them."""
+    plain = source.self_candidate(task.reference_source)
+    if task.import_roots and _imports_from(plain, task.import_roots):
+        return source.self_candidate(task.reference_source, import_roots=task.import_roots)
+    return plain
+
+
+def summarize(checks: list[TaskCheck]) -> dict[str, Any]:
+    """Correct share, self-speedup median and spread, slowest task, causes, goals."""
+    runnable = [c for c in checks if c.status != "cannot_run"]
+    correct = [c for c in runnable if c.status == "correct"]
+    speedups = sorted(c.speedup for c in correct if c.speedup)
+    pct = round(100.0 * len(correct) / len(runnable), 2) if runnable else None
+    spread: dict[str, Any] = {"n": len(speedups)}
+    if speedups:
+        q1, median, q3 = _quartiles(speedups)
+        spread.update(median=round(median, 4), q1=round(q1, 4), q3=round(q3, 4), iqr=round(q3 - q1, 4),
+                      min=round(speedups[0], 4), max=round(speedups[-1], 4))
+    slowest = max(checks, key=lambda c: c.seconds, default=None)
+    goals = {
+        "correct_pct": {"goal": f">= {GOAL_CORRECT_PCT}", "value": pct,
+                        "met": pct is not None and pct >= GOAL_CORRECT_PCT},
+        "median_self_speedup": {"goal": f"{GOAL_SPEEDUP[0]}..{GOAL_SPEEDUP[1]}", "value": spread.get("median"),
+                                "met": "median" in spread and GOAL_SPEEDUP[0] <= spread["median"] <= GOAL_SPEEDUP[1]},
+        "slowest_task_s": {"goal": f"<= {GOAL_TASK_S}", "value": slowest.seconds if slowest else None,
+                           "met": slowest is not None and slowest.seconds <= GOAL_TASK_S},
+    }
+    return {
+        "tasks": len(checks), "runnable": len(runnable), "correct": len(correct), "correct_pct": pct,
+        "self_speedup": spread,
+        "slowest": {"id": slowest.id, "seconds": slowest.seconds} if slowest else None,
+        "failures": _grouped([c for c in runnable if c.status != "correct"]),
+        "cannot_run": _grouped([c for c in checks if c.status == "cannot_run"]),
+        "goals": goals,
+    }
+
+
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    if len(values) == 1:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
+
+
+def _grouped(checks: list[TaskCheck]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for c in checks:
+        groups.setdefault(c.cause or "unknown", []).append(c.id)
+    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def _requirements(task: Task) -> list[str]:
+    try:
+        tree = ast.parse(task.reference_source)
+    except SyntaxError:
+        return []
+    return [f"{r.kind}: {r.reason}" for r in source.requirements(tree)]
+
+
+def _imports_from(candidate: str, roots: tuple[str, ...]) -> bool:
+    names = set()
+    for node in ast.walk(ast.parse(candidate)):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module.split(".")[0])
+    return any((Path(r) / n).exists() or (Path(r) / f"{n}.py").exists() for r in roots for n in names)
+
+
+def _bundled(task: Task) -> bool:
+    from sage_engine.evaluation.tasks import default_suite_dir
+
+    return task.reference_path is not None and default_suite_dir() in task.reference_path.parents
+
+
+def _load() -> dict[str, float]:
+    try:
+        one, five, _ = os.getloadavg()
+    except OSError:
+        return {}
+    return {"load1": round(one, 2), "load5": round(five, 2), "cpus": os.cpu_count() or 0}

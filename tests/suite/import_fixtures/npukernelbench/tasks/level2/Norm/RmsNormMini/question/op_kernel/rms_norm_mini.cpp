@@ -1,1 +1,0 @@
-// Ascend C kernel template (not imported)

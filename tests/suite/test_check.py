@@ -1,0 +1,153 @@
+"""`sage suite check`: references evaluated as their own candidates through
+the real harness, with each failure given a cause."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sage_engine.config import Config
+from sage_engine.errors import InvalidInput, NotFound
+from sage_engine.evaluation.tasks import list_suite
+from sage_engine.suite.check import TaskCheck, check_suite, select_tasks, summarize
+from sage_engine.suite.importers import import_tasks
+from sage_mcp.cli import cli
+
+import benchmark_trees
+
+HAS_EINOPS = importlib.util.find_spec("einops") is not None
+
+
+def _hand_written(folder: Path, tid: str, forward: str, inputs: str = "[torch.randn(4, 8)]") -> None:
+    body = f"""
+        import torch
+        import torch.nn as nn
+
+
+        class Model(nn.Module):
+            def forward(self, x):
+                {forward}
+
+
+        def get_inputs():
+            return {inputs}
+
+
+        def get_init_inputs():
+            return []
+    """
+    (folder / tid).mkdir(parents=True)
+    (folder / tid / "reference.py").write_text(textwrap.dedent(body).lstrip())
+    (folder / tid / "task.json").write_text(json.dumps({"name": tid, "operator": tid, "family": "test", "level": 1}))
+
+
+def fast_config(tmp_path: Path) -> Config:
+    return Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=2,
+                  timing_budget_s=0.05, timing_min_reps=3, timing_max_reps=10, timing_warmup=1)
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """One suite with a task of every kind, checked once with two jobs."""
+    tmp = tmp_path_factory.mktemp("check")
+    suite = tmp / "suite"
+    trees = tmp / "trees"
+    import_tasks(benchmark_trees.multikernelbench(trees / "mkb"), suite)
+    import_tasks(benchmark_trees.kernelbench(trees / "kb") / "KernelBench" / "level2", suite)
+    import_tasks(trees / "kb" / "KernelBench" / "level3", suite)
+    _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
+    _hand_written(suite, "broken_inputs", "return x", inputs="[torch.randn(4)[[9]]]")
+    # The harness copies tensor arguments for the candidate, not tensors inside a list argument.
+    _hand_written(suite, "scale_list_in_place", "return torch.cat([g.mul_(2.0) for g in x])", inputs="[[torch.randn(4)]]")
+    calls = []
+    report = check_suite(list_suite(suite), fast_config(tmp), backend="cpu", jobs=2,
+                         progress=lambda done, total, message: calls.append((done, total)))
+    return report, calls
+
+
+def test_sound_references_are_correct_against_themselves_with_speedup_near_one(checked):
+    report, _ = checked
+    by_id = {t.id: t for t in report.tasks}
+    for tid in ("relu_mini", "gelu_mini", "gemm_dropout_mini"):
+        assert by_id[tid].status == "correct", by_id[tid]
+        assert 0.5 < by_id[tid].speedup < 2.0
+    assert by_id["gelu_mini"].cases == 3 and by_id["gelu_mini"].benchmark == "MultiKernelBench"
+
+
+def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checked):
+    report, _ = checked
+    by_id = {t.id: t for t in report.tasks}
+    rotary = by_id["rotary_mini"]
+    assert (rotary.status, rotary.cause) == ("cannot_run", "needs NPU")
+    assert "torch_npu" in rotary.detail and rotary.seconds == 0.0
+    einops = by_id["einops_mini"]
+    if HAS_EINOPS:
+        assert einops.status == "correct"
+    else:
+        assert (einops.status, einops.cause) == ("cannot_run", "missing dependency: einops")
+    summary = report.summary
+    assert summary["tasks"] == 8 and summary["runnable"] == (7 if HAS_EINOPS else 6)
+    assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
+
+
+def test_failures_are_grouped_by_cause(checked):
+    report, _ = checked
+    by_id = {t.id: t for t in report.tasks}
+    assert by_id["noisy"].cause == "not reproducible: random numbers in forward"
+    assert by_id["broken_inputs"].cause == "reference fails: IndexError"
+    assert by_id["scale_list_in_place"].cause == "harness: in-place updates inside list inputs"
+    assert report.summary["failures"] == {"harness: in-place updates inside list inputs": ["scale_list_in_place"],
+                                          "not reproducible: random numbers in forward": ["noisy"],
+                                          "reference fails: IndexError": ["broken_inputs"]}
+    assert report.summary["goals"]["correct_pct"]["met"] is False
+
+
+def test_progress_counts_every_task_once(checked):
+    report, calls = checked
+    assert sorted(done for done, _ in calls) == list(range(1, len(report.tasks) + 1))
+    assert {total for _, total in calls} == {len(report.tasks)}
+
+
+def test_summary_reports_median_and_quartiles_of_self_speedup():
+    checks = [TaskCheck(f"t{i}", "b", "correct", speedup=s, seconds=float(i)) for i, s in
+              enumerate([0.9, 1.0, 1.0, 1.1, 1.3])]
+    checks.append(TaskCheck("npu", "b", "cannot_run", cause="needs NPU"))
+    summary = summarize(checks)
+    assert summary["runnable"] == 5 and summary["correct_pct"] == 100.0
+    assert summary["self_speedup"]["median"] == 1.0
+    assert (summary["self_speedup"]["q1"], summary["self_speedup"]["q3"]) == (1.0, 1.1)
+    assert summary["slowest"] == {"id": "t4", "seconds": 4.0}
+    assert summary["goals"]["median_self_speedup"]["met"] and summary["goals"]["slowest_task_s"]["met"]
+
+
+def test_bad_selections_are_refused(tmp_path):
+    with pytest.raises(NotFound, match="unknown task ids"):
+        select_tasks(None, ["no_such_task"])
+    with pytest.raises(InvalidInput, match="does not exist"):
+        select_tasks(tmp_path / "missing")
+    with pytest.raises(InvalidInput, match="jobs must be"):
+        check_suite(select_tasks(None, ["softmax"]), fast_config(tmp_path), jobs=0)
+
+
+def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path):
+    suite = tmp_path / "suite"
+    _hand_written(suite, "double", "return x * 2")
+    _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
+    env = {"SAGE_CANDIDATE_ROOTS": str(tmp_path), "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", str(suite), "--json"], env=env,
+                           catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert [(t["id"], t["status"]) for t in report["tasks"]] == [("double", "correct"), ("noisy", "failed")]
+    assert report["summary"]["correct_pct"] == 50.0 and report["backend"] == "cpu"
+    table = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", "--suite", str(suite),
+                                "--tasks", "double"], env=env, catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    assert "1 tasks, 1 runnable, 1 correct (100.0%)" in table.stdout

@@ -1,0 +1,160 @@
+"""`sage suite import --scale cpu`: sizes chosen in the sandbox child, written
+into the task, originals recorded."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from sage_engine.config import Config
+from sage_engine.evaluation.harness import Harness
+from sage_engine.evaluation.tasks import load_task
+from sage_engine.suite import sizes
+from sage_engine.suite.importers import import_tasks
+
+import benchmark_trees
+
+FIXED_WIDTH = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.head = nn.Linear(4096, 10)  # the width is fixed by the model
+
+        def forward(self, x):
+            return self.head(x)
+
+
+    batch_size = 65536
+    dim = 4096
+
+
+    def get_inputs():
+        return [torch.randn(batch_size, dim)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+# Shapes are fine on the meta device; the values fail on the CPU (a random
+# matrix is not positive-definite), at every size.
+FAILS_ON_CPU = """
+    import torch
+    import torch.nn as nn
+
+
+    class Model(nn.Module):
+        def forward(self, a):
+            return torch.linalg.cholesky(a)
+
+
+    N = 4096
+
+
+    def get_inputs():
+        return [torch.randn(N, N)]
+
+
+    def get_init_inputs():
+        return []
+"""
+
+
+@pytest.fixture(scope="module")
+def scaled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scale")
+    kb = benchmark_trees.kernelbench(tmp / "kb")
+    benchmark_trees._write(kb / "KernelBench" / "level1" / "2_Fixed_width_head.py", FIXED_WIDTH)
+    benchmark_trees._write(kb / "KernelBench" / "level1" / "3_Cholesky_of_noise.py", FAILS_ON_CPU)
+    nkb = benchmark_trees.npukernelbench(tmp / "nkb")
+    config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache")
+    with Harness(config) as harness:
+        cpu = harness.backend("cpu")
+        tasks = import_tasks(kb / "KernelBench" / "level1", tmp / "out", scale="cpu", backend=cpu)
+        tasks += import_tasks(nkb / "tasks" / "level2" / "Activation", tmp / "out", scale="cpu", backend=cpu)
+        tasks += import_tasks(nkb / "tasks" / "level3", tmp / "out", scale="cpu", backend=cpu)
+    return {t.id: t for t in tasks}, kb
+
+
+def test_module_constants_shrink_to_cpu_size_and_the_originals_are_recorded(scaled):
+    tasks, kb = scaled
+    matmul = tasks["square_matmul_mini"]
+    meta = json.loads((matmul.path / "task.json").read_text())
+    old, new = meta["origin"]["scaled"]["constants"]["N"]
+    assert old == 4096 and 8 <= new < 4096
+    reference = (matmul.path / "reference.py").read_text()
+    original = (kb / "KernelBench" / "level1" / "1_Square_matmul_mini.py").read_text()
+    assert reference == original.replace("N = 2048 * 2", f"N = {new}")
+    (cost,) = meta["origin"]["cost_ms"]
+    assert cost["original_estimate"] > cost["estimate"] and cost["measured"] is not None
+    assert any("sized for CPU" in note for note in matmul.notes)
+
+
+def test_a_size_the_model_fixes_is_kept_and_the_others_shrink(scaled):
+    tasks, _ = scaled
+    head = tasks["fixed_width_head"]
+    values = sizes.module_values((head.path / "reference.py").read_text())
+    assert values["dim"] == 4096 and values["batch_size"] < 65536
+    assert list(json.loads((head.path / "task.json").read_text())["origin"]["scaled"]["constants"]) == ["batch_size"]
+
+
+def test_large_case_rows_shrink_and_small_ones_stay(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["half_scale_mini"].path)
+    small, large = task.cases
+    assert small["input_shape"] == "[33, 17]"
+    assert large["input_shape"] != "[4096, 8192]"
+    rows, cols = json.loads(large["input_shape"])
+    assert rows * cols < 4096 * 8192
+    scaled_rows = task.origin["scaled"]
+    assert scaled_rows == {"1": {"input_shape": ["[4096, 8192]", large["input_shape"]]}}
+    assert "input_shape = '[33, 17]'" in task.reference_source, "module defaults stay the first case"
+
+
+def test_sizes_the_meta_device_cannot_estimate_are_measured_on_the_cpu(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["matmul_rows_mini"].path)
+    assert task.cases[0] == {"m": 40, "k": 24, "n": 16}
+    large = task.cases[1]
+    assert large["m"] * large["k"] * large["n"] < 2048 ** 3
+    cost = task.origin["cost_ms"][1]
+    assert cost["measured"] is not None and cost["measured"] < cost["original_estimate"]
+
+
+def test_a_reference_that_fails_on_the_cpu_keeps_the_benchmark_sizes_and_says_so(scaled):
+    tasks, kb = scaled
+    task = tasks["cholesky_of_noise"]
+    original = kb / "KernelBench" / "level1" / "3_Cholesky_of_noise.py"
+    assert (task.path / "reference.py").read_text() == original.read_text()
+    meta = json.loads((task.path / "task.json").read_text())
+    assert meta["origin"]["scaled"] == {}
+    (cost,) = meta["origin"]["cost_ms"]
+    assert cost["estimate"] == cost["original_estimate"] and cost["measured"] is None
+    assert any("the reference failed on the CPU" in note for note in task.notes)
+
+
+def test_sizes_that_must_keep_a_ratio_are_proved_on_the_cpu_while_halving(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["strided_assign_mini"].path)
+    large = task.cases[1]
+    rows, cols = json.loads(large["var_shape"])
+    value_rows, value_cols = json.loads(large["value_shape"])
+    assert (value_rows, value_cols * 2) == (rows, cols), "the value still fills every other column"
+    assert rows * cols < 2048 * 8192
+    assert task.origin["cost_ms"][1]["measured"] is not None
+    assert not any("sizes kept" in note for note in tasks["strided_assign_mini"].notes)
+
+
+def test_slow_input_builders_count_in_the_measured_cost(scaled):
+    tasks, _ = scaled
+    task = load_task(tasks["double_noise_mini"].path)
+    rows, cols = json.loads(task.cases[1]["input_shape"])
+    # The forward alone takes a few ms at 2048 x 1000; building its input
+    # (12 float64 draws per element) takes over 100 ms.
+    assert cols == 1000 and rows <= 1024
