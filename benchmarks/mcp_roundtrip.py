@@ -1,48 +1,84 @@
-"""MCP round-trip cost of retrieve_rules beside a no-op tool, over real stdio.
+"""MCP round-trip cost of retrieve_rules beside a no-op tool, over real stdio
+and real HTTP, on SQLite and on PostgreSQL.
 
-    python -m benchmarks.mcp_roundtrip [--items 1000] [--calls 300] [-k 5]
+    python -m benchmarks.mcp_roundtrip [--items 0] [--calls 300] [-k 5]
+                                       [--stores sqlite postgres] [--transports stdio http]
 
-Starts `sage-mcp` as an editor would (a subprocess on a fresh database holding
-the starter memory plus --items synthetic items) and times, interleaved so
-drift on a shared machine hits both alike:
-  ping      a tool that touches nothing: the floor (JSON-RPC + stdio + SDK dispatch)
+Starts servers as clients do (`sage-mcp` over stdio; `sage serve` over
+streamable HTTP, one keep-alive connection) on a fresh memory holding the
+starter memory plus --items synthetic items, and times, interleaved so drift
+on a shared machine hits both alike:
+  ping      a tool that touches nothing: the floor (JSON-RPC + transport + SDK dispatch)
   retrieve  retrieve_rules on a free-text task: ranking, the rulebook, and the
             episode and retrieval-log writes, plus that same floor
-and, for reference, Engine.retrieve called in-process on the same kind of database.
-Prints median and p99 in ms and each path's ratio to ping.
+Prints p50 and p95 in ms, retrieve's ratio to ping per server, and HTTP ping's
+ratio to stdio ping.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
+import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import AsyncIterator
 
 import anyio
 from mcp import Client, StdioServerParameters
 
-from benchmarks.retrieval import VOCAB, pct, populate
+from benchmarks.retrieval import VOCAB, pct, populate, postgres_databases
 from sage_engine.config import Config
 from sage_engine.engine import Engine
 
+BIN = Path(sys.executable).parent
+ENV = {"SAGE_AUTO_CONSOLIDATE_EVERY": "0"}
 
-def prepare(db: Path, items: int, seed: int) -> None:
-    with Engine(Config(db_path=db, auto_consolidate_every=0)) as engine:
-        engine.import_starter()
+
+def prepare(db: str, items: int, seed: int) -> None:
+    with Engine(Config(auto_consolidate_every=0).with_db(db)) as engine:
+        engine.init()
         populate(engine, items, random.Random(seed))
 
 
-async def over_stdio(db: Path, tasks: list[str], k: int) -> dict[str, list[float]]:
-    script = Path(sys.executable).parent / "sage-mcp"
-    params = StdioServerParameters(command=str(script), args=["--db", str(db), "--quiet"],
-                                   env={"SAGE_AUTO_CONSOLIDATE_EVERY": "0"})
+@contextlib.asynccontextmanager
+async def client_for(transport: str, db: str, tmp: Path) -> AsyncIterator[Client]:
+    if transport == "stdio":
+        params = StdioServerParameters(command=str(BIN / "sage-mcp"), args=["--db", db, "--quiet"], env=ENV)
+        async with Client(params) as client:
+            yield client
+        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    proc = subprocess.Popen([str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={**ENV, "PATH": ""})
+    try:
+        banner = ""
+        while "connect:" not in banner:
+            line = await anyio.to_thread.run_sync(proc.stderr.readline)
+            if not line:
+                raise RuntimeError(f"sage serve exited: {banner}")
+            banner += line
+        url = re.search(r"listening on (\S+)", banner).group(1)
+        token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+async def round_trips(transport: str, db: str, tasks: list[str], k: int, tmp: Path) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {"ping": [], "retrieve": []}
-    async with Client(params) as client:
-        for task in tasks[:20]:  # warm: imports, SQLite page cache, worker threads
+    async with client_for(transport, db, tmp) as client:
+        for task in tasks[:20]:  # warm: imports, page cache, worker threads, connections
             await client.call_tool("ping", {})
             await client.call_tool("retrieve_rules", {"task": task, "k": k})
         for task in tasks:
@@ -57,38 +93,35 @@ async def over_stdio(db: Path, tasks: list[str], k: int) -> dict[str, list[float
     return times
 
 
-def in_process(db: Path, tasks: list[str], k: int) -> list[float]:
-    out = []
-    with Engine(Config(db_path=db, auto_consolidate_every=0)) as engine:
-        for task in tasks:
-            t0 = time.perf_counter()
-            engine.retrieve(task, k=k)
-            out.append((time.perf_counter() - t0) * 1e3)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--items", type=int, default=1_000, help="synthetic items besides the starter memory")
+    ap.add_argument("--items", type=int, default=0, help="synthetic items besides the starter memory")
     ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--stores", nargs="+", choices=["sqlite", "postgres"], default=["sqlite", "postgres"])
+    ap.add_argument("--transports", nargs="+", choices=["stdio", "http"], default=["stdio", "http"])
+    ap.add_argument("--pg-url", help="an empty PostgreSQL database to use (default: a throwaway local cluster)")
     ap.add_argument("-k", type=int, default=5)
     args = ap.parse_args()
     rng = random.Random(1024)
     tasks = [" ".join(rng.sample(VOCAB, 6)) for _ in range(args.calls)]
-    with tempfile.TemporaryDirectory() as tmp:
-        served, local = Path(tmp) / "served.db", Path(tmp) / "local.db"
-        prepare(served, args.items, 7)
-        prepare(local, args.items, 7)
-        times = anyio.run(over_stdio, served, tasks, args.k)
-        times["engine"] = in_process(local, tasks, args.k)
-    base_med, base_p99 = statistics.median(times["ping"]), pct(times["ping"], 0.99)
-    print(f"stdio round trips, {args.calls} calls each, {args.items} items + starter, k={args.k}")
-    print(f"{'path':>24} {'median ms':>10} {'p99 ms':>8} {'x ping (median)':>16} {'x ping (p99)':>13}")
-    labels = {"ping": "ping (no-op tool)", "retrieve": "retrieve_rules", "engine": "Engine.retrieve in-proc"}
-    for path in ("ping", "retrieve", "engine"):
-        ts = times[path]
-        med, p99 = statistics.median(ts), pct(ts, 0.99)
-        print(f"{labels[path]:>24} {med:>10.3f} {p99:>8.3f} {med / base_med:>16.2f} {p99 / base_p99:>13.2f}")
+    print(f"{args.calls} calls per path, starter memory + {args.items} items, k={args.k}")
+    print(f"{'store':>9} {'transport':>9} {'path':>9} {'p50 ms':>8} {'p95 ms':>8} {'p50 x ping':>11} {'p95 x ping':>11}")
+    pings: dict[tuple[str, str], float] = {}
+    with tempfile.TemporaryDirectory() as tmp, (postgres_databases(args.pg_url) if "postgres" in args.stores
+                                                 else contextlib.nullcontext()) as new_pg:
+        for store in args.stores:
+            for transport in args.transports:
+                db = new_pg() if store == "postgres" else str(Path(tmp) / f"{transport}.db")
+                prepare(db, args.items, 7)
+                times = anyio.run(round_trips, transport, db, tasks, args.k, Path(tmp))
+                base50, base95 = statistics.median(times["ping"]), pct(times["ping"], 0.95)
+                pings[(store, transport)] = base50
+                for path, ts in times.items():
+                    p50, p95 = statistics.median(ts), pct(ts, 0.95)
+                    print(f"{store:>9} {transport:>9} {path:>9} {p50:>8.2f} {p95:>8.2f} {p50 / base50:>11.2f} {p95 / base95:>11.2f}")
+    for store in args.stores:
+        if (store, "stdio") in pings and (store, "http") in pings:
+            print(f"{store}: HTTP ping p50 {pings[(store, 'http')] / pings[(store, 'stdio')]:.2f}x stdio ping")
 
 
 if __name__ == "__main__":

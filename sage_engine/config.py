@@ -8,6 +8,7 @@ constant that shapes learning lives here with the reason beside it.
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from platformdirs import user_cache_dir, user_data_dir
 from sage_engine.errors import InvalidInput
 
 CreditStrategy = Literal["atu", "uniform", "adopted-only"]
+RulebookScope = Literal["task", "global"]
+LearningRateForm = Literal["harmonic", "constant"]
 RewardMode = Literal["sage", "paper"]
 AdoptedShare = Literal["weight", "split"]
 
@@ -33,10 +36,32 @@ def default_cache_dir() -> Path:
     return Path(user_cache_dir("sage", appauthor=False))
 
 
+def default_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a container user with no passwd entry
+        return f"uid{os.getuid()}"
+
+
+def is_db_url(spec: str) -> bool:
+    return str(spec).startswith(("postgresql://", "postgres://"))
+
+
 @dataclass(frozen=True)
 class Config:
     # --- storage -----------------------------------------------------------
+    # The embedded SQLite file; used unless db_url names a PostgreSQL server.
     db_path: Path = field(default_factory=default_db_path)
+    # A team memory: postgresql://user@host:port/db. SAGE_DB / --db take
+    # either form; a URL is never taken for a file path.
+    db_url: str | None = None
+    # Connections per server process to PostgreSQL: one per concurrent tool
+    # call is plenty (evaluations hold none while they run).
+    pg_pool_size: int = 8
+    pg_connect_timeout_s: float = 10.0
+    # Who this process records items, episodes and adoptions as when no other
+    # identity is known (stdio servers, the CLI): the OS user.
+    user: str = field(default_factory=default_user)
     # Builds (C++ extensions), backend virtualenvs and compiler dumps.
     cache_dir: Path = field(default_factory=default_cache_dir)
     # Several server processes share one file; 10 s rides out a long
@@ -71,11 +96,19 @@ class Config:
     delta: float = 0.2  # reward of an episode that never reached a correct kernel is -delta
     beta: float = 0.2  # shown-but-unused items move toward -beta
     eta_min: float = 0.05  # floor of the per-item learning rate so old items still move
+    # "harmonic": eta = max(1 / (1 + n_retrieved), eta_min), a running mean that
+    # settles as evidence accumulates; "constant": eta = eta_min always, an
+    # exponential average that keeps tracking a drifting item at the same pace.
+    learning_rate_form: LearningRateForm = "harmonic"
     # "weight": each adopted item's target is r * weight (co-adopted items are
     # not shrunk); "split": r * weight / sum(weights), the paper's share.
     adopted_share: AdoptedShare = "weight"
     correct_bonus: float = 0.2  # sage mode: reaching a correct kernel is worth something by itself
-    speedup_weight: float = 0.3  # sage mode: weight of clip(log2(speedup vs reference), -1, 1)
+    speedup_weight: float = 0.3  # sage mode: weight of clip(log2(speedup vs reference), -speedup_clip, speedup_clip)
+    # log2 speedups beyond +-1 (2x either way) are clipped: one spectacular
+    # kernel must not outweigh correctness, and on CPU a huge ratio usually
+    # means a timing artefact, not a better idea.
+    speedup_clip: float = 1.0
 
     # --- retrieval ---------------------------------------------------------
     default_k: int = 5
@@ -83,11 +116,21 @@ class Config:
     w_similarity: float = 1.0
     w_utility: float = 0.6
     w_adoption: float = 0.2
+    # Weight of the dense cosine against the normalised lexical score when
+    # embeddings are on: equal, neither signal is known to be the better one.
+    w_dense: float = 0.5
     # UCB-style bonus c * sqrt(ln(N + 1) / (n + 1)) so new items get shown;
     # a pure utility ranking is rich-get-richer.
     exploration_c: float = 0.15
     min_similarity: float = 0.05  # below this (normalised BM25) an item is filtered out
     candidate_pool: int = 200  # FTS hits re-ranked per query
+    # Lexical weight of each searchable column: title, content, tags, operator,
+    # family (BM25 in SQLite, ts_rank_cd A/B/C weights in PostgreSQL). A title
+    # says what an item is about; tags and names are deliberate; body text is noisy.
+    bm25_weights: tuple[float, ...] = (4.0, 1.0, 2.0, 2.0, 2.0)
+    # Tokens each shown entry costs beyond its text (id, title line, scores):
+    # counted in every context-size report and budget.
+    tokens_per_entry: int = 12
     # Optional dense similarity ("minilm" needs the `embeddings` extra); off by
     # default: lexical retrieval must be good on its own and starts instantly.
     embeddings: str = ""
@@ -101,22 +144,48 @@ class Config:
     max_candidate_chars: int = 400_000
     # Near-duplicate lessons strengthen the existing item instead of adding a copy.
     dedup_threshold: float = 0.82
+    # Candidates compared against a new lesson: the best lexical hits, and the
+    # nearest dense neighbours when embeddings are on. A duplicate is almost
+    # always among the very first hits; more only costs time.
+    dedup_lexical_pool: int = 20
+    dedup_dense_pool: int = 5
 
     # --- UGC (utility-gated consolidation) ----------------------------------
     ugc_min_utility: float = 0.0
     ugc_min_adoptions: int = 3
     ugc_min_operators: int = 3
+    # A rule is shown across operator families only if its experiences were
+    # adopted in at least this many families; otherwise it stays scoped to the
+    # families it was learned in (a gate counting operators alone let one
+    # family fill the rulebook).
+    ugc_min_families: int = 2
     # Lower confidence bound u_mean - z * sd / sqrt(n) over credited targets:
     # one lucky reward must not promote.
     ugc_lcb_z: float = 1.0
     ugc_use_lcb: bool = True
+    # With fewer credited outcomes than this the spread is unknown and the
+    # bound is -inf: one lucky reward must not promote.
+    ugc_lcb_min_count: int = 2
+    # p in u * p / tokens has this floor, so a fresh rule with no adoptions
+    # yet can still be ranked for the rulebook.
+    ugc_adoption_floor: float = 0.05
     cluster_threshold: float = 0.55
-    budget_tokens: int = 2_000  # resident rulebook budget (the paper used 10k)
+    budget_tokens: int = 2_000  # the resident rulebook's pool, all scopes together (the paper used 10k)
     max_rules: int = 12
+    # "task": each task sees only the resident rules whose scope matches it
+    # (families, backend, hardware, trigger terms), best first by LCB utility,
+    # within ugc_resident_tokens; "global": every rule to every task.
+    rulebook_scope: RulebookScope = "task"
+    # Per-task rulebook budget: no more than the k = 5 retrieved items cost
+    # (the starter memory's items average 73 tokens + 12 per entry).
+    ugc_resident_tokens: int = 400
+    # Trigger terms kept per rule: the words its experiences share.
+    rule_trigger_terms: int = 8
     # Hysteresis: a resident rule is demoted only below this, not at 0.
     demote_threshold: float = -0.05
-    # Resident rules are shown to every task; an unadopted rule is penalised
-    # only where its text matches the task (word cosine at least this).
+    # rulebook_scope = "global": resident rules are shown to every task; an
+    # unadopted rule is penalised only where its text matches the task (word
+    # cosine at least this).
     rule_match_threshold: float = 0.05
     auto_consolidate_every: int = 10  # closed episodes between automatic consolidations (0 = off)
 
@@ -130,35 +199,60 @@ class Config:
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
+    @property
+    def database(self) -> str:
+        """The memory this config opens, as the user wrote it: a path or a URL."""
+        return self.db_url or str(self.db_path)
+
+    def with_db(self, spec: str | Path) -> "Config":
+        """The same settings on another memory (a path or a postgresql:// URL)."""
+        if is_db_url(str(spec)):
+            return self.replace(db_url=str(spec))
+        return self.replace(db_url=None, db_path=Path(spec).expanduser())
+
     def __post_init__(self) -> None:
         if self.credit_strategy not in CREDIT_STRATEGIES:
             raise InvalidInput(
                 f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, "
                 f"got {self.credit_strategy!r}"
             )
+        if self.rulebook_scope not in ("task", "global"):
+            raise InvalidInput(f"rulebook_scope must be 'task' or 'global', got {self.rulebook_scope!r}")
+        if self.learning_rate_form not in ("harmonic", "constant"):
+            raise InvalidInput(f"learning_rate_form must be 'harmonic' or 'constant', got {self.learning_rate_form!r}")
         if self.reward_mode not in ("sage", "paper"):
             raise InvalidInput(f"reward_mode must be 'sage' or 'paper', got {self.reward_mode!r}")
         if self.backend not in BACKENDS:
             raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not 0 < self.eta_min <= 1:
             raise InvalidInput("eta_min must lie in (0, 1]")
+        if len(self.bm25_weights) != 5 or min(self.bm25_weights) <= 0:
+            raise InvalidInput("bm25_weights needs five positive weights: title, content, tags, operator, family")
         if self.budget_tokens <= 0 or self.max_rules <= 0:
             raise InvalidInput("budget_tokens and max_rules must be positive")
+        if self.db_url is not None and not is_db_url(self.db_url):
+            raise InvalidInput(f"db_url must be a postgresql:// URL, got {self.db_url!r}")
         if self.demote_threshold > self.ugc_min_utility:
             raise InvalidInput("demote_threshold must not exceed ugc_min_utility (hysteresis)")
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "Config":
-        """Defaults, then SAGE_* variables, then explicit overrides (CLI flags)."""
+    def from_env(cls, env: Mapping[str, str] | None = None, *, db: str | Path | None = None, **overrides: Any) -> "Config":
+        """Defaults, then SAGE_* variables, then explicit overrides (CLI
+        flags). `db` (and SAGE_DB) is a SQLite path or a postgresql:// URL."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
             raw = env.get(f"SAGE_{f.name.upper()}")
-            if raw is None and f.name == "db_path":
-                raw = env.get("SAGE_DB")
             if raw is None:
                 continue
             values[f.name] = _parse(f, raw)
+        spec = db if db is not None else env.get("SAGE_DB")
+        if spec is not None and str(spec).strip():
+            if is_db_url(str(spec)):
+                values["db_url"] = str(spec)
+            else:
+                values["db_path"] = spec
+                values.pop("db_url", None)
         values.update({k: v for k, v in overrides.items() if v is not None})
         for key in ("db_path", "cache_dir"):
             if key in values:
@@ -175,6 +269,8 @@ def _parse(f: dataclasses.Field, raw: str) -> Any:
             return int(raw)
         if kind == "float":
             return float(raw)
+        if kind.startswith("tuple"):
+            return tuple(float(x) for x in raw.split(","))
     except ValueError as exc:
         raise InvalidInput(f"SAGE_{f.name.upper()}={raw!r} is not a valid {kind}") from exc
     return raw

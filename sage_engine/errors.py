@@ -9,26 +9,42 @@ from __future__ import annotations
 
 
 class SageError(Exception):
-    """Base class for every error SAGE raises on purpose."""
+    """Base class for every error SAGE raises on purpose. `kind` names the
+    meaning on every surface (MCP error text, LSP error data, CLI message);
+    `exit_code` is the CLI's."""
+
+    kind = "error"
+    exit_code = 1
 
 
 class InvalidInput(SageError, ValueError):
     """An argument is malformed: empty, oversized, wrong scope, bad path."""
 
+    kind, exit_code = "invalid_input", 2
+
 
 class NotFound(SageError, LookupError):
     """An id (item, episode, attempt, task, consolidation) does not exist."""
 
+    kind, exit_code = "not_found", 3
+
 
 class Conflict(SageError):
-    """The request is valid but the stored state does not allow it
-    (adopting an item the episode never showed, closing a closed episode)."""
+    """The request is valid but the stored state does not allow it (a closed
+    episode, a consolidation that was already reverted)."""
+
+    kind, exit_code = "conflict", 4
 
 
 class BackendUnavailable(SageError):
     """The chosen evaluation backend cannot run on this machine; the message
     says how to set it up."""
 
+    kind, exit_code = "backend_unavailable", 5
+
 
 class StoreError(SageError):
-    """The memory database is unusable (wrong schema version, not a SAGE db)."""
+    """The memory database is unusable (wrong schema version, not a SAGE db)
+    or unreachable (the PostgreSQL server went away)."""
+
+    kind, exit_code = "store_error", 6

@@ -35,7 +35,7 @@ class NewItem(_Model):
     content: str
     code: str | None = None
     kind: ItemKind = "experience"
-    scope: str = "global"
+    scope: str = Field("team", description="'team' (everyone on this memory), 'private' (only you) or 'project:NAME'")
     operator: str | None = None
     family: str | None = None
     backend: str | None = None
@@ -68,12 +68,20 @@ class Item(_Model):
     adoption_rate: float = Field(description="EMA of adopted-when-shown (p in UGC)")
     support: int = Field(1, description="How many times this lesson was recorded (near-duplicates strengthen it)")
     operators_adopted: list[str] = Field(default_factory=list)
+    families_adopted: list[str] = Field(default_factory=list)
     source_episode: int | None = None
     source_attempt: int | None = None
     derived_from: list[int] = Field(default_factory=list)
     tokens: int
     created_at: float
     updated_at: float
+    author: str | None = Field(None, description="Who recorded it (HTTP token name or OS user)")
+    # A rule's scope, kept as data: where it was learned and what triggers it.
+    rule_families: list[str] = Field(default_factory=list)
+    rule_operators: list[str] = Field(default_factory=list)
+    rule_backends: list[str] = Field(default_factory=list)
+    rule_hardware: list[str] = Field(default_factory=list)
+    rule_triggers: list[str] = Field(default_factory=list)
 
 
 class ScoredItem(_Model):
@@ -102,7 +110,8 @@ class AddResult(_Model):
 
 
 class MemoryStats(_Model):
-    db_path: str
+    db_path: str = Field(description="Where the memory lives: a file path or a PostgreSQL URL (no password)")
+    store: Literal["sqlite", "postgres"] = "sqlite"
     items_by_kind: dict[str, int]
     items_by_status: dict[str, int]
     resident_rules: int
@@ -114,6 +123,8 @@ class MemoryStats(_Model):
     utility_updates: int
     consolidations: int
     mean_utility: float | None
+    by_author: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="Items, episodes and adoptions each author recorded")
 
 
 class ImportReport(_Model):
@@ -192,6 +203,7 @@ class EpisodeSummary(_Model):
     family: str | None = None
     backend: str | None = None
     client: str | None = None
+    author: str | None = None
     status: Literal["open", "closed"]
     reward: float | None = None
     attempts: int

@@ -1,9 +1,11 @@
-"""`sage serve`: the MCP server over streamable HTTP, behind a bearer token.
+"""`sage serve`: the MCP server over streamable HTTP, behind bearer tokens.
 
 Loopback only unless the caller opts in; every request must carry
-`Authorization: Bearer <token>`. The token is generated once, kept in a
-0600 file next to the memory database, and printed on stderr at start so
-the user can paste it into a client.
+`Authorization: Bearer <token>`. Alone, the server generates one token, keeps
+it in a 0600 file next to the memory database and prints it on stderr; its
+holder acts as the user who started the server. For a team, `--tokens FILE`
+maps one token per person to a name (`NAME TOKEN` lines, mode 0600), and
+every item, episode and adoption records that name.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import sys
@@ -21,6 +24,7 @@ from typing import Any, Awaitable, Callable
 
 from sage_engine.config import Config
 from sage_engine.errors import InvalidInput
+from sage_engine.memory.store import redact
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +36,49 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MCP_PATH = "/mcp"
 
 
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+\-]{0,63}$")
+
+
 def default_token_path(config: Config) -> Path:
+    if config.db_url:  # no file to sit beside: keep it with the user's SAGE settings
+        from platformdirs import user_config_dir
+
+        return Path(user_config_dir("sage", appauthor=False)) / "http.mcp-token"
     return config.db_path.with_name(config.db_path.stem + ".mcp-token")
+
+
+def load_tokens(path: Path) -> dict[str, str]:
+    """token -> name, from `NAME TOKEN` lines (blank lines and # comments skipped)."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read tokens file {path}: {exc.strerror}") from exc
+    _check_private(path)
+    tokens: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise InvalidInput(f"{path}:{n}: expected 'NAME TOKEN', got {len(parts)} fields")
+        name, token = parts
+        if not _NAME.match(name):
+            raise InvalidInput(f"{path}:{n}: name {name!r} must be 1-64 letters, digits or _ . @ + -")
+        if len(token) < 16:
+            raise InvalidInput(f"{path}:{n}: the token for {name} is shorter than 16 characters")
+        if token in tokens:
+            raise InvalidInput(f"{path}:{n}: the token for {name} is also {tokens[token]}'s; give each person their own")
+        tokens[token] = name
+    if not tokens:
+        raise InvalidInput(f"tokens file {path} names nobody; add 'NAME TOKEN' lines")
+    return tokens
+
+
+def _check_private(path: Path) -> None:
+    if os.name == "posix" and path.stat().st_mode & 0o077:
+        raise InvalidInput(f"{path} is readable by other users; run `chmod 600 {path}`")
 
 
 def load_or_create_token(path: Path) -> str:
@@ -52,8 +97,7 @@ def load_or_create_token(path: Path) -> str:
             pass  # another server created it first; use theirs
         finally:
             tmp.unlink()
-    if os.name == "posix" and path.stat().st_mode & 0o077:
-        raise InvalidInput(f"token file {path} is readable by other users; run `chmod 600 {path}`")
+    _check_private(path)
     token = path.read_text(encoding="utf-8").strip()
     if len(token) < 16:
         raise InvalidInput(f"token file {path} holds no usable token (16+ characters); delete it to get a new one")
@@ -70,16 +114,23 @@ def is_loopback(host: str) -> bool:
 
 
 class BearerAuth:
-    """ASGI middleware: refuse any HTTP or websocket request without the right
-    bearer token; lifespan events pass so the app can start and stop."""
+    """ASGI middleware: refuse any HTTP or websocket request without a known
+    bearer token, and tell the app who is calling through the `x-sage-user`
+    header; lifespan events pass so the app can start and stop."""
 
-    def __init__(self, app: ASGIApp, token: str):
+    def __init__(self, app: ASGIApp, tokens: dict[str, str]):
         self.app = app
-        self._token = token.encode()
+        self._tokens = [(t.encode(), name.encode()) for t, name in tokens.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" or self._authorized(scope):
+        if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
+            return
+        user = self._user(scope)
+        if user is not None:
+            # Defense in depth: a client must not name itself; only the token does.
+            headers = [(k, v) for k, v in scope.get("headers", ()) if k != USER_HEADER]
+            await self.app({**scope, "headers": [*headers, (USER_HEADER, user)]}, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -92,24 +143,54 @@ class BearerAuth:
         ]})
         await send({"type": "http.response.body", "body": body})
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _user(self, scope: Scope) -> bytes | None:
         values = [v for k, v in scope.get("headers", ()) if k == b"authorization"]
         if len(values) != 1:
-            return False
+            return None
         scheme, _, given = values[0].strip().partition(b" ")
-        # Constant-time compare so response timing does not leak the token prefix.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+        if scheme.lower() != b"bearer":
+            return None
+        given = given.strip()
+        found = None
+        # Constant-time compares, all of them, so timing leaks neither a
+        # token's prefix nor which one matched.
+        for token, name in self._tokens:
+            if hmac.compare_digest(given, token):
+                found = name
+        return found
 
 
-def build_app(config: Config, token: str, host: str) -> ASGIApp:
+# The header the MCP tools read the caller's name from (mcp_tools.USER_HEADER).
+USER_HEADER = b"x-sage-user"
+
+
+def build_app(config: Config, tokens: dict[str, str], host: str) -> ASGIApp:
     from sage_mcp.server import create_server
 
     server = create_server(config)
-    return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), token)
+    return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), tokens)
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket. IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY
+    on accepted connections only for sockets that say they are TCP; without
+    it every small response waits for the client's delayed ACK (~40 ms per
+    call on a keep-alive connection)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from exc
+    sock.listen(128)
+    return sock
 
 
 def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-          token_file: str | Path | None = None) -> None:
+          token_file: str | Path | None = None, tokens_file: str | Path | None = None) -> None:
     """Bind, print how to connect on stderr, and serve until interrupted."""
     import uvicorn
 
@@ -118,29 +199,28 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_re
             f"--host {host} is reachable from other machines; pass --allow-remote to serve there "
             "(every request still needs the token), or keep the default 127.0.0.1"
         )
-    token_path = Path(token_file) if token_file else default_token_path(config)
-    token = load_or_create_token(token_path)
+    if tokens_file:
+        tokens = load_tokens(Path(tokens_file))
+        who = f"tokens ({tokens_file}): {', '.join(sorted(set(tokens.values())))}"
+        token = "<your token>"
+    else:
+        token_path = Path(token_file) if token_file else default_token_path(config)
+        token = load_or_create_token(token_path)
+        tokens = {token: config.user}
+        who = f"token ({token_path}, acts as {config.user}): {token}"
     # Bind before announcing, so whoever reads the URL can connect at once
     # (and --port 0 reports the port the OS chose).
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}; choose another --port") from exc
-    sock.listen(128)
+    sock = listen_socket(host, port)
     bound = sock.getsockname()[1]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}{MCP_PATH}"
     print(
-        f"sage serve: memory {config.db_path} (backend {config.backend})\n"
+        f"sage serve: memory {redact(config.database)} (backend {config.backend})\n"
         f"listening on {url}\n"
-        f"token ({token_path}): {token}\n"
+        f"{who}\n"
         f"connect: claude mcp add --transport http sage {url} --header \"Authorization: Bearer {token}\"",
         file=sys.stderr, flush=True,
     )
-    app = build_app(config, token, host)
+    app = build_app(config, tokens, host)
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     try:
         uv.run(sockets=[sock])

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from sage_engine.config import is_db_url
 from sage_engine.errors import InvalidInput
 
 # File, top-level key and entry shape per client. VS Code names the map
@@ -33,7 +34,8 @@ def server_command() -> list[str]:
 def server_args(db: str | Path | None = None, backend: str | None = None) -> list[str]:
     args: list[str] = []
     if db:
-        args += ["--db", str(Path(db).expanduser().resolve())]
+        # A URL stays as written; a path is pinned absolute (editors start servers anywhere).
+        args += ["--db", str(db) if is_db_url(str(db)) else str(Path(db).expanduser().resolve())]
     if backend:
         args += ["--backend", backend]
     return args
@@ -46,6 +48,27 @@ def server_entry(client: str, db: str | Path | None = None, backend: str | None 
     entry.update(command=command, args=prefix + server_args(db, backend))
     if client == "claude":
         entry["env"] = {}
+    return entry
+
+
+# How each client expands a secret at launch, so the token never has to sit in
+# a project file: Claude Code reads ${VAR}, Cursor ${env:VAR}, VS Code asks
+# once through an `inputs` prompt and keeps the answer in its secret store.
+TOKEN_INPUT = "sage-token"
+
+
+def http_entry(client: str, url: str, *, token: str | None = None, token_env: str = "SAGE_TOKEN") -> dict[str, Any]:
+    """An entry that connects to `sage serve` at `url` with its bearer token:
+    the literal `token` when given, else a reference the client expands.
+    Without the header a client meets a 401 and drifts into an OAuth flow."""
+    if not url.startswith(("http://", "https://")):
+        raise InvalidInput(f"--http takes the URL `sage serve` prints (http://host:port/mcp), got {url!r}")
+    _, _, typed = _spec(client)
+    if token is None:
+        token = {"claude": f"${{{token_env}}}", "cursor": f"${{env:{token_env}}}",
+                 "vscode": f"${{input:{TOKEN_INPUT}}}"}[client]
+    entry: dict[str, Any] = {"type": "http"} if typed else {}
+    entry.update(url=url, headers={"Authorization": f"Bearer {token}"})
     return entry
 
 
@@ -62,6 +85,14 @@ def merged_config(client: str, existing: dict[str, Any] | None, entry: dict[str,
     if not isinstance(servers, dict):
         raise InvalidInput(f"the existing config's {key!r} is not an object; fix the file by hand")
     config[key] = {**servers, name: entry}
+    if client == "vscode" and f"${{input:{TOKEN_INPUT}}}" in json.dumps(entry):
+        inputs = config.get("inputs", [])
+        if not isinstance(inputs, list):
+            raise InvalidInput("the existing config's 'inputs' is not a list; fix the file by hand")
+        if not any(isinstance(i, dict) and i.get("id") == TOKEN_INPUT for i in inputs):
+            inputs = [*inputs, {"type": "promptString", "id": TOKEN_INPUT, "password": True,
+                                "description": "SAGE bearer token (`sage serve` prints it)"}]
+        config["inputs"] = inputs
     return config
 
 

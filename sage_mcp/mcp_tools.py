@@ -59,6 +59,19 @@ def state_of(ctx: Context) -> AppState:
     return ctx.request_context.lifespan_context
 
 
+# Set by the HTTP transport's authentication from the caller's bearer token
+# (any such header a client sends itself is dropped first); absent on stdio.
+USER_HEADER = "x-sage-user"
+
+
+def engine_of(ctx: Context) -> Engine:
+    """The engine acting for whoever is calling: the HTTP token's name, or
+    the OS user that started a stdio server."""
+    engine = state_of(ctx).engine
+    user = (ctx.headers or {}).get(USER_HEADER)
+    return engine.as_user(user) if user else engine
+
+
 # What an argument can provoke below the engine's own checks: text JSON can
 # carry but SQLite cannot store, numbers past 64 bits, names the filesystem
 # refuses. Each becomes a refusal that says what to fix, not an opaque crash.
@@ -73,6 +86,8 @@ def refusal(exc: Exception) -> ToolError:
     if isinstance(exc, OSError):
         name = str(exc.filename)[:80] if exc.filename else "a path argument"
         return ToolError(f"cannot use {name!r}: {exc.strerror or exc}; pass a bundled task id, source code, or a readable path")
+    if isinstance(exc, SageError):
+        return ToolError(f"{exc.kind}: {exc}")
     return ToolError(str(exc))
 
 
@@ -146,10 +161,10 @@ async def retrieve_rules(
     operator: Annotated[str | None, Field(description="Operator name, e.g. 'softmax'; inferred for bundled tasks")] = None,
     backend: Annotated[str | None, Field(description=f"Target backend: {', '.join(BACKENDS)}")] = None,
     hardware: Annotated[str | None, Field(description="Chip, e.g. 'Ascend910B3', to filter hardware-specific items")] = None,
-    k: Annotated[int | None, Field(description="How many items besides the rulebook (default 5)")] = None,
+    k: Annotated[int | None, Field(description="How many items besides the rulebook: 1-50 (default 5)", ge=1, le=50)] = None,
     episode_id: Annotated[int | None, Field(description="Continue this episode instead of opening a new one", **ID_BOUNDS)] = None,
     reference: Annotated[str | None, Field(description="Reference source, to sharpen retrieval for a free-text task")] = None,
-    scope: Annotated[str | None, Field(description="'global' (default) or 'project:NAME' to include that project's items")] = None,
+    scope: Annotated[str | None, Field(description="'team' (default) or 'project:NAME' to include that project's items; your private items are always included")] = None,
 ) -> RetrievalResult:
     """Start here before writing a kernel: SAGE's rules and past lessons for a task.
 
@@ -160,7 +175,7 @@ async def retrieve_rules(
     episode_id closes and credits your previous episode for it.
     """
     return await _call(
-        state_of(ctx).engine.retrieve, task, operator=operator, backend=backend, hardware=hardware, k=k,
+        engine_of(ctx).retrieve, task, operator=operator, backend=backend, hardware=hardware, k=k,
         episode_id=episode_id, reference=reference, client=client_id(ctx), scope=scope,
     )
 
@@ -184,7 +199,7 @@ async def compile_and_bench(
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
     return await _call_with_progress(
-        ctx, state_of(ctx).engine.evaluate, candidate=candidate, task=task, backend=backend,
+        ctx, engine_of(ctx).evaluate, candidate=candidate, task=task, backend=backend,
         episode_id=episode_id, adopted=adopted, trials=trials,
     )
 
@@ -205,7 +220,7 @@ async def record_adoption(
     episode closed. Ids not shown in this episode are refused.
     """
     return await _call(
-        state_of(ctx).engine.record_adoption, episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close,
+        engine_of(ctx).record_adoption, episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close,
     )
 
 
@@ -222,7 +237,7 @@ async def consolidate(
     demoted, merged clusters, the rulebook and its tokens. SAGE also runs it automatically
     every few closed episodes.
     """
-    return await _call_with_progress(ctx, state_of(ctx).engine.consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
+    return await _call_with_progress(ctx, engine_of(ctx).consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
 
 
 async def list_tasks(
@@ -232,7 +247,7 @@ async def list_tasks(
 ) -> list[TaskSummary]:
     """List the bundled operator tasks (id, operator, family, level, example solutions).
     Pass an id to show_task for its reference, or straight to retrieve_rules."""
-    return await _call(state_of(ctx).engine.list_tasks, level=level, family=family)
+    return await _call(engine_of(ctx).list_tasks, level=level, family=family)
 
 
 async def show_task(
@@ -241,26 +256,26 @@ async def show_task(
 ) -> TaskDetail:
     """A task's summary and the PyTorch reference source your ModelNew must match
     (same constructor and forward signature, same outputs within tolerance)."""
-    engine = state_of(ctx).engine
+    engine = engine_of(ctx)
     return await _call(lambda: TaskDetail(**engine.get_task(task).model_dump(), reference_source=engine.task_source(task)))
 
 
 async def search_memory(
     ctx: Context,
     query: Annotated[str, Field(description="What you are looking for, e.g. 'UB overflow tiling softmax'")],
-    k: Annotated[int, Field(description="How many items")] = 10,
+    k: Annotated[int, Field(description="How many items: 1-50", ge=1, le=50)] = 10,
     backend: Annotated[str | None, Field(description="Only items for this backend (or for any)")] = None,
     hardware: Annotated[str | None, Field(description="Only items for this chip (or for any)")] = None,
-    scope: Annotated[str | None, Field(description="'global' or 'project:NAME'")] = None,
+    scope: Annotated[str | None, Field(description="'team' (default) or 'project:NAME'")] = None,
 ) -> list[ScoredItem]:
     """Search memory without opening an episode (nothing is logged or credited).
     To use an item in a kernel, retrieve it through retrieve_rules so adoption counts."""
-    return await _call(state_of(ctx).engine.search_items, query, k=k, backend=backend, hardware=hardware, scope=scope)
+    return await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope)
 
 
 async def show_item(ctx: Context, item_id: Annotated[int, Field(description="Memory item id", **ID_BOUNDS)]) -> Item:
     """One memory item in full: content, code, tags, utility, adoption counts, provenance."""
-    return await _call(state_of(ctx).engine.get_item, item_id)
+    return await _call(engine_of(ctx).get_item, item_id)
 
 
 async def add_experience(
@@ -273,32 +288,32 @@ async def add_experience(
     backend: Annotated[str | None, Field(description="Backend it applies to, if specific")] = None,
     hardware: Annotated[str | None, Field(description="Chip it applies to, if specific")] = None,
     tags: Annotated[list[str], Field(description="Short tags: letters, digits, _ . : + -")] = [],  # noqa: B006
-    scope: Annotated[str, Field(description="'global' or 'project:NAME'")] = "global",
+    scope: Annotated[str, Field(description="'team' (everyone on this memory), 'private' (only you) or 'project:NAME'")] = "team",
 ) -> AddResult:
     """Store an experience outside an episode. A near-duplicate strengthens the existing
     item instead (merged=true). Inside an episode prefer record_adoption's lesson, which
     links the lesson to the attempt it came from."""
     new = NewItem(title=title, content=content, code=code, operator=operator, family=family, backend=backend,
                   hardware=hardware, tags=tags, scope=scope)
-    return await _call(state_of(ctx).engine.add_item, new)
+    return await _call(engine_of(ctx).add_item, new)
 
 
 async def memory_stats(ctx: Context) -> MemoryStats:
     """Counts of items by kind and status, episodes, attempts, adoptions, the rulebook's
     size and the database path this server uses."""
-    return await _call(state_of(ctx).engine.stats)
+    return await _call(engine_of(ctx).stats)
 
 
 async def show_episode(ctx: Context, episode_id: Annotated[int, Field(description="Episode id", **ID_BOUNDS)]) -> EpisodeDetail:
     """An episode in full: items shown, adoptions, attempts with status and speedup, and the
     utility updates applied when it closed."""
-    return await _call(state_of(ctx).engine.get_episode, episode_id)
+    return await _call(engine_of(ctx).get_episode, episode_id)
 
 
 async def ping(ctx: Context) -> dict[str, str]:
     """Check that the SAGE server is up and which memory database it uses. Touches nothing."""
     state = state_of(ctx)
-    return {"server": "sage", "db": str(state.engine.config.db_path), "instance": state.instance}
+    return {"server": "sage", "db": state.engine.store.describe(), "instance": state.instance, "user": engine_of(ctx).user}
 
 
 def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:

@@ -14,7 +14,7 @@ import os
 import sys
 import uuid
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Callable
 
 import anyio
 import anyio.to_thread
@@ -22,14 +22,17 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.server.mcpserver.resources import Resource
-from pydantic import PrivateAttr
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import Field, PrivateAttr
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
 from sage_engine.errors import NotFound, SageError
+from sage_engine.memory.store import redact
 from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp_clients import connect_hint
-from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, refusal, state_of
+from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
 
 log = logging.getLogger("sage_mcp.server")
 
@@ -114,14 +117,14 @@ async def item_resource(item_id: str, ctx: Context) -> str:
     if not item_id.isdigit():
         raise ResourceNotFoundError(f"item ids are integers, got {item_id!r}")
     try:
-        item = await anyio.to_thread.run_sync(state_of(ctx).engine.get_item, int(item_id))
+        item = await anyio.to_thread.run_sync(engine_of(ctx).get_item, int(item_id))
     except NotFound as exc:
         raise ResourceNotFoundError(str(exc)) from exc
     return item.model_dump_json(indent=2)
 
 
 async def task_resource(task_id: str, ctx: Context) -> str:
-    engine = state_of(ctx).engine
+    engine = engine_of(ctx)
     try:
         summary, source = await anyio.to_thread.run_sync(lambda: (engine.get_task(task_id), engine.task_source(task_id)))
     except NotFound as exc:
@@ -135,9 +138,11 @@ async def task_resource(task_id: str, ctx: Context) -> str:
     )
 
 
-def sage_protocol(task: str = "") -> str:
+def sage_protocol(
+    task: Annotated[str, Field(description="The task: a bundled id (see list_tasks), a reference path, or a sentence")],
+) -> str:
     """How to work with SAGE on one kernel task, step by step."""
-    target = f"the task `{task}`" if task else "the task you are given"
+    target = f"the task `{task}`"
     return f"""You are writing an NPU kernel for {target} with SAGE's memory and evaluator.
 
 1. Call `retrieve_rules` with the task (a bundled id, a reference path, or a description).
@@ -161,6 +166,23 @@ the torch operator the task forbids; SAGE checks for that."""
 # ------------------------------------------------------------------ server
 
 
+class SageServer(MCPServer):
+    """MCPServer whose prompt requests fail the way the protocol says: an
+    unknown prompt or a missing required argument is the caller's mistake
+    (invalid params, with a message that says what to fix), not an internal
+    error logged with a traceback."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None):
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            known = ", ".join(p.name for p in await self.list_prompts()) or "none"
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown prompt {name!r}; this server has: {known}")
+        missing = [a.name for a in prompt.arguments or [] if a.required and not (arguments or {}).get(a.name)]
+        if missing:
+            raise MCPError(code=INVALID_PARAMS, message=f"prompt {name!r} needs the argument(s) {', '.join(missing)}")
+        return await super().get_prompt(name, arguments, context)
+
+
 def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = None) -> MCPServer:
     """An MCP server bound to one memory database; the Engine opens when a
     transport starts the server's lifespan and closes with it. `on_sweep`
@@ -182,7 +204,7 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
             published.state = None
             engine.close()
 
-    server = MCPServer(
+    server = SageServer(
         "sage", title="SAGE kernel memory", instructions=INSTRUCTIONS, version=_version(),
         lifespan=lifespan, log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
     )
@@ -211,15 +233,15 @@ def _version() -> str:
 
 def banner(config: Config) -> str:
     return (
-        f"sage-mcp {_version()}: memory {config.db_path} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
-        f"Connect a client:\n{connect_hint(config.db_path)}"
+        f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
+        f"Connect a client:\n{connect_hint(config.database)}"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
-    parser.add_argument("--db", help="memory database (default: your data dir; env SAGE_DB)")
+    parser.add_argument("--db", help="memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB")
     parser.add_argument("--backend", choices=BACKENDS, help="default evaluation backend (env SAGE_BACKEND)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     parser.add_argument("--quiet", action="store_true", help="no banner")
@@ -228,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = Config.from_env(db_path=args.db, backend=args.backend)
+        config = Config.from_env(db=args.db, backend=args.backend)
     except SageError as exc:
         print(f"sage-mcp: {exc}", file=sys.stderr)
         return 2

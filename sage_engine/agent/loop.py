@@ -42,6 +42,12 @@ class Interrupted(Exception):
     this task stays unfinished and is resumed later."""
 
 
+class EpisodeGone(Exception):
+    """The episode was closed (or removed) outside this loop, e.g. by the
+    idle sweep of a server sharing the memory. Nothing the model could change:
+    never fed back to it as kernel feedback."""
+
+
 @dataclass
 class AgentSettings:
     strategy: Strategy
@@ -109,9 +115,13 @@ class _Episode:
         with_memory = self.s.strategy.retrieve
         system = prompt.system_prompt(self.s.backend, self.s.rounds, with_memory=with_memory)
         self.messages = [{"role": "user", "content": prompt.task_message(self.task, rules=rules, items=items, with_memory=with_memory)}]
-        self._solve(system)
-        if with_memory:
-            self._finish_episode(system)
+        try:
+            self._solve(system)
+            if with_memory:
+                self._finish_episode(system)
+        except EpisodeGone as exc:
+            self.record.stop = "episode_closed"
+            self.record.notes.append(f"episode {self.episode_id} was closed outside this run: {exc}")
         self._fill_record(time.monotonic() - t0)
         return EpisodeOutcome(self.record, self.best.code if self.best else None, self.messages, system)
 
@@ -186,6 +196,8 @@ class _Episode:
         except InvalidInput as exc:
             # Oversized or malformed code: the model's to fix, so it is fed back.
             result = _invalid(self.task.id, self.s.backend, str(exc))
+        except (Conflict, NotFound) as exc:
+            raise EpisodeGone(str(exc)) from exc
         for a in adopted:
             self.claimed.setdefault(a.id, a)
         if report and result.attempt_id is not None:
@@ -234,8 +246,11 @@ class _Episode:
         except InvalidInput as exc:
             if lesson is None:
                 raise
+            # Nothing was stored (one transaction): close it again without the lesson.
             self.record.notes.append(f"lesson not stored: {exc}")
             report = self.engine.record_adoption(self.episode_id, late, attempt_id=attempt_id)
+        except (Conflict, NotFound) as exc:
+            raise EpisodeGone(str(exc)) from exc
         self.reported.update({a.id: a for a in late})
         self.record.reward = report.reward
         self.record.utility_updates = len(report.updates)

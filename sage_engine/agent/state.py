@@ -95,7 +95,7 @@ class TaskRecord(BaseModel):
     llm_calls: int = 0
     cost_usd: float | None = None
     duration_s: float = 0.0
-    stop: str = Field("", description="Why the loop ended: done, rounds, no_submission")
+    stop: str = Field("", description="Why the loop ended: done, rounds, no_submission, episode_closed")
     notes: list[str] = Field(default_factory=list)
 
     @property

@@ -5,16 +5,25 @@ often, by several distinct operators) are clustered, each cluster is
 abstracted into one rule in a fixed template, and the resident rulebook is
 chosen greedily by u * p / tokens under a token budget. Residents are demoted
 only below a lower threshold (hysteresis), back to the retrievable pool.
+
+A rule keeps the scope it was learned in as data (`RuleScope`): the families
+its experiences were adopted in (none, meaning any family, once they were
+adopted in `ugc_min_families` families or more), their backends and chips,
+and trigger terms, the words they share. Each task sees the resident rules
+whose scope matches it, best first by lower confidence bound, within a
+per-task token budget (`residents_for_task`).
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import InvalidInput
-from sage_engine.memory.text import approx_tokens, similarity
+from sage_engine.memory.text import approx_tokens, similarity, words
 from sage_engine.memory.utility import lower_confidence_bound
 from sage_engine.models import Item, RuleDraft
 
@@ -37,7 +46,8 @@ def is_eligible(s: GateStats, config: Config) -> bool:
     if it.utility <= config.ugc_min_utility:
         return False
     if config.ugc_use_lcb:
-        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z)
+        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z,
+                                     config.ugc_lcb_min_count)
         return lcb > config.ugc_min_utility
     return True
 
@@ -77,28 +87,20 @@ class DeterministicAbstractor:
     def abstract(self, cluster: Sequence[Item]) -> RuleDraft:
         lead = cluster[0]
         operators = sorted({op for it in cluster for op in it.operators_adopted})
-        families = sorted({it.family for it in cluster if it.family})
+        families = sorted({f for it in cluster for f in it.families_adopted} | {it.family for it in cluster if it.family})
         backends = sorted({it.backend for it in cluster if it.backend})
         hardware = sorted({it.hardware for it in cluster if it.hardware})
-        trigger = "Operators like " + ", ".join(operators)
-        if families:
-            trigger += f" (families: {', '.join(families)})"
-        if backends:
-            trigger += f"; backend {', '.join(backends)}"
-        if hardware:
-            trigger += f"; hardware {', '.join(hardware)}"
+        where = [f"{', '.join(families)} kernels" if families else "kernels like " + ", ".join(operators[:6])]
+        where += [f"on {', '.join(hardware + backends)}"] if hardware or backends else []
+        trigger = " ".join(where)
         rule = lead.content.strip()
-        others = [it.title.strip() for it in cluster[1:]]
-        if others:
-            rule += "\nRelated: " + "; ".join(others)
         adoptions = sum(it.n_adopted for it in cluster)
         mean_u = sum(it.utility for it in cluster) / len(cluster)
         rationale = (
             f"Adopted {adoptions} times across {len(operators)} operators; "
             f"mean utility {mean_u:+.2f} after measured outcomes."
         )
-        scope = ", ".join(hardware + backends) or "the backends it was learned on"
-        when_not = f"Outside {scope}, or when a measured result contradicts it: re-check with compile_and_bench."
+        when_not = "compile_and_bench measures otherwise"
         return RuleDraft(
             title=lead.title.strip(),
             trigger=trigger,
@@ -123,13 +125,9 @@ def validate_draft(draft: RuleDraft, cluster: Sequence[Item]) -> None:
 
 
 def render_rule(draft: RuleDraft) -> str:
-    return (
-        f"When: {draft.trigger}\n"
-        f"Rule: {draft.rule}\n"
-        f"Why: {draft.rationale}\n"
-        f"Not when: {draft.when_not}\n"
-        f"Evidence: {', '.join(f'#{i}' for i in draft.evidence)}"
-    )
+    """What an agent reads: the advice and when it applies. The rationale and
+    evidence stay in the draft, the consolidation log and `derived_from`."""
+    return f"{draft.rule.strip()}\nWhen: {draft.trigger.strip()}\nNot when: {draft.when_not.strip()}"
 
 
 @dataclass(frozen=True)
@@ -147,7 +145,7 @@ def choose_rulebook(rules: Sequence[Item], config: Config, budget_tokens: int) -
     floor so a fresh rule with no adoptions yet can still be ranked.
     """
     def value(r: Item) -> float:
-        return r.utility * max(r.adoption_rate, 0.05) / max(r.tokens, 1)
+        return r.utility * max(r.adoption_rate, config.ugc_adoption_floor) / max(r.tokens, 1)
 
     candidates = [
         r
@@ -169,3 +167,94 @@ def choose_rulebook(rules: Sequence[Item], config: Config, budget_tokens: int) -
 
 def rule_tokens(draft: RuleDraft) -> int:
     return approx_tokens(draft.title + "\n" + render_rule(draft))
+
+
+# --------------------------------------------------------------- rule scope
+
+
+@dataclass(frozen=True)
+class RuleScope:
+    """Where a rule applies. Empty lists mean "any"; a rule with no families
+    must match the task by trigger terms instead."""
+
+    families: list[str]
+    operators: list[str]
+    backends: list[str]
+    hardware: list[str]
+    triggers: list[str]
+
+
+def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config) -> RuleScope:
+    families = sorted({f for it in cluster for f in it.families_adopted} | {it.family for it in cluster if it.family})
+    operators = sorted({op for it in cluster for op in it.operators_adopted})
+    # Cross-family only with adoption in enough families: otherwise the rule
+    # stays with the families that proved it.
+    cross = len(families) >= config.ugc_min_families
+    return RuleScope(
+        families=[] if cross else families,
+        operators=operators,
+        backends=sorted({it.backend for it in cluster if it.backend}),
+        hardware=sorted({it.hardware for it in cluster if it.hardware}),
+        triggers=trigger_terms(cluster, draft, config.rule_trigger_terms),
+    )
+
+
+def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int) -> list[str]:
+    """The words at least half the cluster's experiences share (stemmed as
+    `text.words` does), title words first: what a task must mention for a
+    rule that has no family to go by."""
+    seen = Counter(w for it in cluster for w in set(words(f"{it.title}\n{it.content}")) if len(w) > 2)
+    titled = set(words(draft.title))
+    need = math.ceil(len(cluster) / 2)
+    common = sorted((w for w, n in seen.items() if n >= need), key=lambda w: (-seen[w], w not in titled, w))
+    return sorted(common[:limit])
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What a task says about itself, for matching rule scopes."""
+
+    family: str | None
+    operator: str | None
+    backend: str | None
+    hardware: str | None
+    terms: frozenset[str]
+
+    @classmethod
+    def of(cls, query: str, *, family=None, operator=None, backend=None, hardware=None) -> "TaskContext":
+        return cls(family, operator, backend, hardware, frozenset(words(query)))
+
+
+def applies(rule: Item, task: TaskContext) -> bool:
+    if rule.rule_backends and task.backend and task.backend not in rule.rule_backends:
+        return False
+    if rule.rule_hardware and task.hardware and task.hardware not in rule.rule_hardware:
+        return False
+    if rule.rule_families and task.family:
+        return task.family in rule.rule_families
+    if task.operator and task.operator in rule.rule_operators:
+        return True
+    # No family to go by (a cross-family rule, or a free-text task): the task
+    # must mention what the rule is about.
+    return bool(task.terms & set(rule.rule_triggers)) or bool(rule.rule_families and task.terms & set(rule.rule_families))
+
+
+def residents_for_task(rules: Iterable[GateStats], task: TaskContext, config: Config) -> list[Item]:
+    """The resident rules this task sees: those whose scope matches, best
+    first by lower confidence bound (then utility), within the per-task
+    budget and rule count."""
+    def key(s: GateStats) -> tuple[float, float, int]:
+        it = s.item
+        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z,
+                                     config.ugc_lcb_min_count)
+        return (-lcb, -it.utility, it.id)
+
+    chosen: list[Item] = []
+    tokens = 0
+    for s in sorted((s for s in rules if applies(s.item, task)), key=key):
+        cost = s.item.tokens + config.tokens_per_entry
+        if len(chosen) >= config.max_rules or tokens + cost > config.ugc_resident_tokens:
+            continue
+        chosen.append(s.item)
+        tokens += cost
+    return chosen

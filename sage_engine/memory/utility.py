@@ -29,7 +29,7 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
     """Reward of one episode and its parts.
 
     paper: r = z = 1 - T_best / T_first over correct attempts, or -delta.
-    sage:  r = correct_bonus + z + speedup_weight * clip(log2(S_best), -1, 1),
+    sage:  r = correct_bonus + z + speedup_weight * clip(log2(S_best), -c, c),
            where S_best is the best kernel's speedup over the reference (the
            term is dropped when no backend measured one), or -delta.
     """
@@ -43,7 +43,8 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
     parts = {"correct": config.correct_bonus, "z": z}
     speedups = [a.speedup for a in correct if a.speedup and a.speedup > 0]
     if speedups:
-        parts["speedup"] = config.speedup_weight * max(-1.0, min(1.0, math.log2(max(speedups))))
+        clip = config.speedup_clip
+        parts["speedup"] = config.speedup_weight * max(-clip, min(clip, math.log2(max(speedups))))
     return sum(parts.values()), parts
 
 
@@ -75,8 +76,11 @@ def credit_targets(
     return out
 
 
-def learning_rate(n_retrieved: int, eta_min: float) -> float:
-    """eta = max(1 / (1 + n), eta_min): fast for new items, never frozen."""
+def learning_rate(n_retrieved: int, eta_min: float, form: str = "harmonic") -> float:
+    """harmonic: eta = max(1 / (1 + n), eta_min), fast for new items, never
+    frozen; constant: eta_min, the same pace whatever the history."""
+    if form == "constant":
+        return eta_min
     return max(1.0 / (1.0 + max(n_retrieved, 0)), eta_min)
 
 
@@ -88,10 +92,12 @@ def adoption_ema(p: float, adopted: bool, mu: float) -> float:
     return (1.0 - mu) * p + mu * (1.0 if adopted else 0.0)
 
 
-def lower_confidence_bound(utility: float, n: int, target_sum: float, target_sq: float, z: float) -> float:
-    """utility minus z standard errors of the credited targets; with fewer than
-    two credits the spread is unknown, so the bound is taken as -inf."""
-    if n < 2:
+def lower_confidence_bound(utility: float, n: int, target_sum: float, target_sq: float, z: float,
+                           min_count: int = 2) -> float:
+    """utility minus z standard errors of the credited targets; with fewer
+    than `min_count` (at least two) credits the spread is unknown, so the
+    bound is taken as -inf."""
+    if n < max(2, min_count):
         return -math.inf
     mean = target_sum / n
     var = max(target_sq / n - mean * mean, 0.0) * n / (n - 1)

@@ -7,14 +7,14 @@ import logging
 import click
 
 from sage_mcp.cli.agent import run
-from sage_mcp.cli.common import State
+from sage_mcp.cli.common import State, db_option
 from sage_mcp.cli.evaluation import backends, bench, suite
 from sage_mcp.cli.memory import consolidate, episodes, init, memory
 from sage_mcp.cli.serve import mcp, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--db", envvar="SAGE_DB", type=click.Path(dir_okay=False), help="Memory database (default: your data dir; env SAGE_DB).")
+@click.option("--db", envvar="SAGE_DB", help="Memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB.")
 @click.option("--backend", envvar="SAGE_BACKEND", help="Default evaluation backend (cpu, triton, ascend-compile, npu, cuda).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
@@ -28,7 +28,17 @@ def cli(ctx: click.Context, db: str | None, backend: str | None, as_json: bool, 
     ctx.call_on_close(state.close)
 
 
+def _with_db_option(command: click.Command) -> None:
+    """Every leaf command takes --db as well (except those with their own)."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _with_db_option(sub)
+    elif not any(p.name == "db" or "--db" in getattr(p, "opts", ()) for p in command.params):
+        db_option(command)
+
+
 for command in (init, memory, consolidate, episodes, bench, suite, backends, serve, mcp, run):
+    _with_db_option(command)
     cli.add_command(command)
 
 

@@ -96,7 +96,7 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
     base = _allow_suite(state.config, stored.suite if stored else v["suite"])
     if stored is not None:
         _check_resume(stored, v, explicit, state.db)
-        config = base.replace(db_path=Path(stored.db_path))
+        config = base.with_db(stored.db_path)
         settings = stored.model_copy(update={"concurrency": concurrency})
     else:
         config = base
@@ -123,7 +123,7 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
                 suite=v["suite"], tasks=refs, model=model, provider=provider, base_url=base_url, rounds=v["rounds"],
                 backend=v["backend"] or config.backend, strategy=strategy.name, k=v["k"], concurrency=concurrency,
                 consolidate_every=config.auto_consolidate_every, abstraction=abstraction if strategy.consolidate else "none",
-                price=[price.input, price.output] if price else None, max_tokens=max_tokens, db_path=str(config.db_path),
+                price=[price.input, price.output] if price else None, max_tokens=max_tokens, db_path=config.database,
             )
             folder = Path(run_dir) if run_dir else Path("sage-runs") / settings.run_id
             run_state = RunState.create(folder, settings)
@@ -134,7 +134,7 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
         err_console.print(
             f"run [bold]{settings.run_id}[/bold] in {folder}: {len(settings.tasks)} tasks"
             + (f" ({done} already finished, resuming)" if done else "")
-            + f", model {settings.model}, strategy {settings.strategy}, backend {settings.backend}, memory {config.db_path}",
+            + f", model {settings.model}, strategy {settings.strategy}, backend {settings.backend}, memory {engine.store.describe()}",
             highlight=False,
         )
         runner = Runner(engine, llm, settings, run_state, console=err_console)
@@ -173,7 +173,7 @@ def _check_resume(stored, v: dict, explicit: set[str], db: str | None) -> None:
         current = getattr(stored, name)
         if given != current:
             changed.append(f"--{name.replace('_', '-')} {given} (run has {current})")
-    if db and Path(db).expanduser().resolve() != Path(stored.db_path).resolve():
+    if db and _same_db(db, stored.db_path) is False:
         changed.append(f"--db {db} (run has {stored.db_path})")
     if changed:
         raise InvalidInput(
@@ -214,3 +214,12 @@ def _print_summary(report: dict, folder: Path) -> None:
         highlight=False,
     )
     console.print(f"report: {folder / 'report.md'}", highlight=False)
+
+
+def _same_db(a: str, b: str) -> bool:
+    """Whether two --db values name the same memory (paths compared resolved, URLs as written)."""
+    from sage_engine.config import is_db_url
+
+    if is_db_url(a) or is_db_url(b):
+        return a == b
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()

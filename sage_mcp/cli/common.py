@@ -31,7 +31,7 @@ class State:
 
     @property
     def config(self) -> Config:
-        return Config.from_env(db_path=self.db, backend=self.backend)
+        return Config.from_env(db=self.db, backend=self.backend)
 
     @property
     def engine(self):
@@ -55,8 +55,8 @@ def handle_errors(fn: Callable) -> Callable:
         try:
             return fn(*args, **kwargs)
         except SageError as exc:
-            err_console.print(f"[red]error:[/red] {exc}", highlight=False)
-            sys.exit(2)
+            err_console.print(f"[red]error ({exc.kind}):[/red] {exc}", highlight=False, markup=True)
+            sys.exit(exc.exit_code)
 
     return wrapper
 
@@ -97,3 +97,16 @@ def json_option(fn: Callable) -> Callable:
 
     return click.option("--json", "as_json_local", is_flag=True, expose_value=False, callback=callback,
                         help="Print JSON instead of tables.")(fn)
+
+
+def db_option(fn: Callable) -> Callable:
+    """`--db` accepted after a subcommand too (`sage init --db X`), so the
+    flag can sit wherever a user types it."""
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            ctx.find_object(State).db = value
+        return value
+
+    return click.option("--db", "db_local", expose_value=False, callback=callback, is_eager=True,
+                        help="Memory: a SQLite file or a postgresql:// URL (env SAGE_DB).")(fn)

@@ -48,23 +48,25 @@ def memory() -> None:
 @memory.command("list")
 @click.option("--kind", type=click.Choice(["experience", "rule"]))
 @click.option("--status", type=click.Choice(["active", "resident", "quarantined", "merged", "deleted"]))
-@click.option("--scope")
+@click.option("--scope", help="team, private or project:NAME.")
+@click.option("--author", help="Only items this person recorded.")
 @click.option("-q", "--query", help="Rank by relevance to this text instead of utility.")
 @click.option("--limit", default=50, show_default=True)
 @click.option("--offset", default=0)
 @json_option
 @pass_state
 @handle_errors
-def memory_list(state: State, kind, status, scope, query, limit, offset) -> None:
+def memory_list(state: State, kind, status, scope, author, query, limit, offset) -> None:
     """List items (by utility), or search them with -q."""
     if query:
         found = state.engine.search_items(query, k=min(limit, state.engine.config.max_k), scope=scope)
         emit(state, found, lambda rows: table(None, ["id", "kind", "utility", "adopted", "sim", "title"],
              [(r.id, r.kind, f"{r.utility:+.3f}", r.n_adopted, f"{r.similarity:.2f}", _short(r.title)) for r in rows]))
         return
-    items = state.engine.list_items(kind=kind, status=status, scope=scope, limit=limit, offset=offset)
-    emit(state, items, lambda rows: table(None, ["id", "kind", "status", "utility", "adopted", "ops", "scope", "title"],
-         [(r.id, r.kind, r.status, f"{r.utility:+.3f}", r.n_adopted, len(r.operators_adopted), r.scope, _short(r.title)) for r in rows]))
+    items = state.engine.list_items(kind=kind, status=status, scope=scope, author=author, limit=limit, offset=offset)
+    emit(state, items, lambda rows: table(None, ["id", "kind", "status", "utility", "adopted", "ops", "scope", "author", "title"],
+         [(r.id, r.kind, r.status, f"{r.utility:+.3f}", r.n_adopted, len(r.operators_adopted), r.scope, r.author or "-",
+           _short(r.title)) for r in rows]))
 
 
 @memory.command("show")
@@ -82,7 +84,7 @@ def memory_show(state: State, item_id: int) -> None:
                       + (f": {item.status_reason}" if item.status_reason else "") + ")")
         console.print(f"utility {item.utility:+.3f} · shown {item.n_retrieved} · adopted {item.n_adopted} "
                       f"(p={item.adoption_rate:.2f}) · operators {', '.join(item.operators_adopted) or '-'} · support {item.support}")
-        console.print(f"scope {item.scope} · operator {item.operator or '-'} · family {item.family or '-'} · "
+        console.print(f"scope {item.scope} · author {item.author or '-'} · operator {item.operator or '-'} · family {item.family or '-'} · "
                       f"backend {item.backend or '-'} · hardware {item.hardware or '-'} · tags {', '.join(item.tags) or '-'}")
         console.print(f"source: episode {item.source_episode or '-'}, attempt {item.source_attempt or '-'}; "
                       f"derived from {item.derived_from or '-'}; created {_ago(item.created_at)}")
@@ -104,7 +106,7 @@ def memory_show(state: State, item_id: int) -> None:
 @click.option("--content", required=True, help="The lesson; '-' reads standard input.")
 @click.option("--code", type=click.Path(exists=True, dir_okay=False), help="File with an example snippet.")
 @click.option("--kind", type=click.Choice(["experience", "rule"]), default="experience")
-@click.option("--scope", default="global", show_default=True)
+@click.option("--scope", default="team", show_default=True, help="team, private or project:NAME.")
 @click.option("--operator")
 @click.option("--family")
 @click.option("--backend", "item_backend")
@@ -198,7 +200,40 @@ def memory_stats(state: State) -> None:
         ("attempts", s.attempts), ("adoptions", s.adoptions), ("utility updates", s.utility_updates),
         ("consolidations", s.consolidations),
         ("mean utility", "-" if s.mean_utility is None else f"{s.mean_utility:+.3f}"),
+        *[(f"by {who}", ", ".join(f"{n} {what}" for what, n in sorted(made.items())))
+          for who, made in sorted(s.by_author.items())],
     ]))
+
+
+@memory.command("migrate")
+@click.option("--status", "status_only", is_flag=True, help="Only show applied and pending migrations.")
+@json_option
+@pass_state
+@handle_errors
+def memory_migrate(state: State, status_only: bool) -> None:
+    """Show the schema version and apply pending migrations (SQLite or PostgreSQL)."""
+    applied = [] if status_only else state.engine.migrate()
+    status = state.engine.schema_status()
+    emit(state, {"db": state.engine.store.describe(), "applied_now": applied, **status}, lambda r: console.print(
+        f"{r['db']}: schema at {r['applied'][-1] if r['applied'] else 'nothing'}; "
+        + (f"applied {', '.join(applied)}" if applied else "nothing to apply")
+        + (f"; pending {', '.join(r['pending'])}" if r["pending"] else "")))
+
+
+@memory.command("copy")
+@click.argument("src")
+@click.argument("dst")
+@json_option
+@pass_state
+@handle_errors
+def memory_copy(state: State, src: str, dst: str) -> None:
+    """Copy a whole memory from SRC into the empty DST (each a SQLite file or a postgresql:// URL)."""
+    from sage_engine.engine import Engine
+
+    with Engine(state.config.with_db(src)) as source:
+        counts = source.copy_to(dst)
+    emit(state, {"src": src, "dst": dst, "rows": counts}, lambda r: console.print(
+        f"copied {sum(counts.values())} rows ({', '.join(f'{n} {t}' for t, n in counts.items())}) into {dst}"))
 
 
 @click.command()
@@ -234,15 +269,17 @@ def episodes() -> None:
 
 @episodes.command("list")
 @click.option("--status", type=click.Choice(["open", "closed"]))
+@click.option("--author", help="Only episodes this person ran.")
 @click.option("--limit", default=20, show_default=True)
 @json_option
 @pass_state
 @handle_errors
-def episodes_list(state: State, status, limit) -> None:
+def episodes_list(state: State, status, author, limit) -> None:
     """Latest episodes first."""
-    rows = state.engine.list_episodes(status=status, limit=limit)
-    emit(state, rows, lambda rows: table(None, ["id", "task", "status", "reward", "attempts", "client", "started"],
-         [(e.id, e.task, e.status, "" if e.reward is None else f"{e.reward:+.3f}", e.attempts, e.client, _ago(e.created_at)) for e in rows]))
+    rows = state.engine.list_episodes(status=status, author=author, limit=limit)
+    emit(state, rows, lambda rows: table(None, ["id", "task", "status", "reward", "attempts", "author", "client", "started"],
+         [(e.id, e.task, e.status, "" if e.reward is None else f"{e.reward:+.3f}", e.attempts, e.author or "-", e.client,
+           _ago(e.created_at)) for e in rows]))
 
 
 @episodes.command("show")

@@ -8,7 +8,7 @@ import click
 
 from sage_engine.config import BACKENDS
 from sage_mcp.cli.common import State, err_console, handle_errors, pass_state
-from sage_mcp.mcp_clients import CLIENTS, config_path, merged_config, server_entry, write_config
+from sage_mcp.mcp_clients import CLIENTS, config_path, http_entry, merged_config, server_entry, write_config
 
 
 @click.command()
@@ -16,9 +16,11 @@ from sage_mcp.mcp_clients import CLIENTS, config_path, merged_config, server_ent
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the token is still required).")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="Bearer token file (default: next to the database).")
+@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True),
+              help="Team tokens: one 'NAME TOKEN' line per person (mode 0600); each call records its NAME.")
 @pass_state
 @handle_errors
-def serve(state: State, host: str, port: int, allow_remote: bool, token_file: str | None) -> None:
+def serve(state: State, host: str, port: int, allow_remote: bool, token_file: str | None, tokens_file: str | None) -> None:
     """Serve SAGE's MCP tools over streamable HTTP at /mcp.
 
     Every request needs `Authorization: Bearer <token>`; the token is created
@@ -27,7 +29,7 @@ def serve(state: State, host: str, port: int, allow_remote: bool, token_file: st
     """
     from sage_mcp.http_transport import serve as serve_http
 
-    serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file)
+    serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file, tokens_file=tokens_file)
 
 
 @click.group()
@@ -42,10 +44,13 @@ def mcp() -> None:
 @click.option("--backend", type=click.Choice(BACKENDS), help="Pin a default evaluation backend.")
 @click.option("--project", default=".", show_default=True, type=click.Path(file_okay=False), help="Project root for --write.")
 @click.option("--name", default="sage", show_default=True, help="Server name in the client's config.")
+@click.option("--http", "http_url", help="Connect to a running `sage serve` at this URL instead of launching sage-mcp.")
+@click.option("--token", help="With --http: write this bearer token into the file (default: a reference the client "
+                              "expands: ${SAGE_TOKEN} for Claude Code, ${env:SAGE_TOKEN} for Cursor, a password prompt in VS Code).")
 @click.pass_context
 @handle_errors
 def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, backend: str | None, project: str,
-               name: str) -> None:
+               name: str, http_url: str | None, token: str | None) -> None:
     """Print (or --write) the MCP config that launches `sage-mcp` for a client.
 
     The command is the absolute path of this environment's `sage-mcp`, so the
@@ -59,7 +64,12 @@ def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, bac
         source = ctx.parent.parent.get_parameter_source("db")
         if source == click.core.ParameterSource.COMMANDLINE:
             db = root.db
-    entry = server_entry(client, db=db, backend=backend)
+    if http_url:
+        entry = http_entry(client, http_url, token=token)
+        if token:
+            err_console.print("# the file now holds the token: keep it out of version control", highlight=False)
+    else:
+        entry = server_entry(client, db=db, backend=backend)
     if write:
         path = write_config(client, entry, project, name)
         err_console.print(f"wrote server {name!r} to {path}", highlight=False)

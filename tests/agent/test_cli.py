@@ -56,12 +56,15 @@ def test_dry_run_prints_prompts_with_resident_rules_and_retrieved_items(tmp_path
         grid = proven_cluster(engine)
         rule = engine.consolidate().rulebook[0]
         episodes = engine.stats().episodes_closed
+    # A global rulebook: the grid rule was learned on other operators, so a
+    # per-task rulebook would (rightly) not show it to scale_shift.
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "memory.db"), "run", "--dry-run", "--suite", str(TASKS),
-                                      "--tasks", "scale_shift"], env=_env(ANTHROPIC_API_KEY=None))
+                                      "--tasks", "scale_shift"], env=_env(ANTHROPIC_API_KEY=None, SAGE_RULEBOOK_SCOPE="global"))
     assert result.exit_code == 0, result.output
     out = result.output
     assert "===== system prompt =====" in out and "submit_kernel" in out and "adopted_ids" in out
-    assert "## Resident rules" in out and f"[#{rule.id}] {rule.title}" in out and f"Evidence: #{grid[0]}, #{grid[1]}" in out
+    assert "## Resident rules" in out and f"[#{rule.id}] {rule.title}" in out and rule.content.splitlines()[0] in out
+    assert rule.derived_from == grid
     assert f"[#{fused}] Fuse elementwise scale and shift" in out
     assert "return x * 2.0 + 1.0" in out  # the reference itself
     with Engine(config_in(tmp_path)) as engine:

@@ -37,12 +37,21 @@ def test_add_list_show_edit_quarantine_delete_round_trip(tmp_path):
     assert json.loads(sage(db, "memory", "list", "--json").output) == []
 
 
-def test_errors_are_one_clear_line_and_exit_code_two(tmp_path):
+def test_errors_are_one_clear_line_with_an_exit_code_per_kind(tmp_path):
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "memory", "show", "99"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3 and "error (not_found)" in result.output
     assert "no memory item with id 99" in result.output
     empty = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "memory", "add", "--title", "t", "--content", " "])
-    assert empty.exit_code == 2 and "content must not be empty" in empty.output
+    assert empty.exit_code == 2 and "error (invalid_input)" in empty.output and "content must not be empty" in empty.output
+
+
+def test_db_is_accepted_after_the_subcommand_too(tmp_path):
+    db = tmp_path / "late.db"
+    result = CliRunner().invoke(cli, ["init", "--db", str(db), "--no-starter"])
+    assert result.exit_code == 0, result.output
+    assert db.exists() and str(db) in result.output
+    listed = CliRunner().invoke(cli, ["memory", "list", "--db", str(db), "--json"])
+    assert listed.exit_code == 0 and json.loads(listed.output) == []
 
 
 def test_export_and_import_through_the_cli(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -17,6 +16,7 @@ from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import NewItem
 from sage_mcp.server import create_server
+from tests.conftest import table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "sage_engine" / "suite" / "tasks"
@@ -64,22 +64,18 @@ def seed(config: Config, lessons=SILU_LESSONS) -> list[int]:
                 for t, c in lessons]
 
 
-def snapshot(db: Path) -> dict[str, list[tuple]]:
-    """Every row of every table, read through a separate connection."""
-    conn = sqlite3.connect(db)
-    try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
-        return {t: sorted(map(tuple, conn.execute(f'SELECT * FROM "{t}"')), key=repr) for t in tables}
-    finally:
-        conn.close()
+def snapshot(config: Config) -> dict[str, list[dict]]:
+    """Every row of every table, read through a separate store."""
+    with Engine(config) as engine:
+        return table_rows(engine)
 
 
-def stdio_params(db: Path, cwd: Path, **env: str) -> StdioServerParameters:
+def stdio_params(config: Config, cwd: Path, **env: str) -> StdioServerParameters:
     """Launch `sage-mcp` as an editor would: the venv's script, a database flag."""
     return StdioServerParameters(
-        command=str(SAGE_MCP), args=["--db", str(db), "--quiet"], cwd=str(cwd),
+        command=str(SAGE_MCP), args=["--db", config.database, "--quiet"], cwd=str(cwd),
         env={"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_TIMING_BUDGET_S": "0.2",
-             "SAGE_CACHE_DIR": str(db.parent / "cache"), "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env},
+             "SAGE_CACHE_DIR": str(config.cache_dir), "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env},
     )
 
 

@@ -85,21 +85,21 @@ def session(config):
             # One open episode with shown items, so some ids in the examples exist.
             opened = portal.call(bounded, client, "retrieve_rules", {"task": "silu"})
             assert opened.structured_content["episode_id"] == 1
-            yield portal, client, config.db_path
+            yield portal, client, config
 
 
 @pytest.mark.parametrize("tool", sorted(STRATEGIES))
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_bad_arguments_get_an_error_or_a_result_and_refusals_change_nothing(session, tool, data):
-    portal, client, db = session
+    portal, client, config = session
     arguments = data.draw(STRATEGIES[tool], label="arguments")
-    before = snapshot(db)
+    before = snapshot(config)
     result = portal.call(bounded, client, tool, arguments)
     if result.is_error:
         # A bare "Error executing tool X" is the SDK's message for a crash: it says nothing to fix.
         assert text(result).strip() != f"Error executing tool {tool}", f"{tool} crashed on {arguments!r}"
-        assert snapshot(db) == before, f"refused {tool} call changed the database: {text(result)}"
+        assert snapshot(config) == before, f"refused {tool} call changed the database: {text(result)}"
     else:
         assert result.structured_content is not None
     alive = portal.call(bounded, client, "ping", {})

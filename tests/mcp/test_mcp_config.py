@@ -74,3 +74,29 @@ def test_sage_mcp_prints_its_banner_on_stderr_and_keeps_stdout_for_the_protocol(
     assert str(db) in r.stderr and "claude mcp add" in r.stderr and "--client vscode" in r.stderr
     r = subprocess.run([SAGE_MCP, "--backend", "gpu"], input="", capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "invalid choice" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.parametrize("client, key, header", [
+    ("claude", "mcpServers", "Bearer ${SAGE_TOKEN}"),
+    ("cursor", "mcpServers", "Bearer ${env:SAGE_TOKEN}"),
+    ("vscode", "servers", "Bearer ${input:sage-token}"),
+])
+def test_http_config_carries_the_bearer_header_without_the_secret(tmp_path, client, key, header):
+    url = "http://127.0.0.1:8765/mcp"
+    r = CliRunner().invoke(cli, ["mcp", "config", "--client", client, "--http", url, "--write", "--project", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    written = json.loads(next(tmp_path.glob("**/*.json")).read_text())
+    entry = written[key]["sage"]
+    assert entry["url"] == url and entry["headers"] == {"Authorization": header} and "command" not in entry
+    if client == "vscode":
+        assert written["inputs"] == [{"type": "promptString", "id": "sage-token", "password": True,
+                                      "description": "SAGE bearer token (`sage serve` prints it)"}]
+        again = CliRunner().invoke(cli, ["mcp", "config", "--client", client, "--http", url, "--write", "--project", str(tmp_path)])
+        assert again.exit_code == 0 and len(json.loads(next(tmp_path.glob("**/*.json")).read_text())["inputs"]) == 1
+
+
+def test_http_config_with_a_literal_token_and_a_bad_url(tmp_path):
+    r = CliRunner().invoke(cli, ["mcp", "config", "--client", "claude", "--http", "http://h:1/mcp", "--token", "abc"])
+    assert r.exit_code == 0 and '"Authorization": "Bearer abc"' in r.output
+    bad = CliRunner().invoke(cli, ["mcp", "config", "--client", "claude", "--http", "h:1/mcp"])
+    assert bad.exit_code == 2 and "sage serve" in bad.output

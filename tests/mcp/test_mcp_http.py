@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -16,6 +17,7 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from sage_engine.engine import Engine
 from sage_mcp.http_transport import BearerAuth, is_loopback, load_or_create_token
 
 SAGE = Path(sys.executable).parent / "sage"
@@ -23,26 +25,32 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}}
 
 
-@pytest.fixture
-def served(tmp_path):
-    """`sage serve --port 0` running; yields (url, token, token_file)."""
-    db = tmp_path / "memory.db"
-    proc = subprocess.Popen([str(SAGE), "--db", str(db), "serve", "--port", "0"], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+@contextlib.contextmanager
+def _serving(config, tmp_path, *args: str):
+    """`sage serve --port 0 ARGS` running; yields (url, banner)."""
+    proc = subprocess.Popen([str(SAGE), "--db", config.database, "serve", "--port", "0", *args],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
     try:
         lines = []
         with _deadline(60):
-            while not any(line.startswith("token") for line in lines):
+            while not any(line.startswith("connect:") for line in lines):
                 line = proc.stderr.readline()
                 assert line, f"server exited: {''.join(lines)}"
                 lines.append(line)
         banner = "".join(lines)
-        url = re.search(r"listening on (\S+)", banner).group(1)
-        token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
-        yield url, token, tmp_path / "memory.mcp-token"
+        yield re.search(r"listening on (\S+)", banner).group(1), banner
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def served(config, tmp_path):
+    """`sage serve --port 0` running; yields (url, token, token_file)."""
+    token_file = tmp_path / "memory.mcp-token"
+    with _serving(config, tmp_path, "--token-file", str(token_file)) as (url, banner):
+        token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
+        yield url, token, token_file
 
 
 class _deadline:
@@ -121,18 +129,78 @@ def test_the_token_is_created_once_private_and_reused(tmp_path):
 async def test_the_auth_middleware_passes_lifespan_and_refuses_websockets():
     seen = []
 
+    users = []
+
     async def app(scope, receive, send):
         seen.append(scope["type"])
+        users.append([v for k, v in scope.get("headers", ()) if k == b"x-sage-user"])
 
     sent = []
 
     async def send(message):
         sent.append(message)
 
-    guard = BearerAuth(app, "s3cret-token-value")
+    guard = BearerAuth(app, {"s3cret-token-value": "alice", "another-token-value": "bob"})
     await guard({"type": "lifespan"}, None, send)
     await guard({"type": "websocket", "headers": []}, None, send)
-    await guard({"type": "http", "headers": [(b"authorization", b"bearer s3cret-token-value")]}, None, send)
+    # A client naming itself is overruled by its token.
+    await guard({"type": "http", "headers": [(b"authorization", b"bearer s3cret-token-value"),
+                                             (b"x-sage-user", b"mallory")]}, None, send)
     await guard({"type": "http", "headers": [(b"authorization", b"Bearer s3cret-token-value")] * 2}, None, send)
-    assert seen == ["lifespan", "http"]
+    await guard({"type": "http", "headers": [(b"authorization", b"Bearer another-token-value")]}, None, send)
+    assert seen == ["lifespan", "http", "http"]
+    assert users[1:] == [[b"alice"], [b"bob"]]
     assert sent[0] == {"type": "websocket.close", "code": 1008} and sent[1]["status"] == 401
+
+
+async def test_each_team_token_records_its_own_name(config, tmp_path):
+    tokens = tmp_path / "team.tokens"
+    tokens.write_text("# name token\nalice alice-token-0123456789\nbob bob-token-0123456789abc\n")
+    tokens.chmod(0o600)
+    with _serving(config, tmp_path, "--tokens", str(tokens)) as (url, banner):
+        assert "alice, bob" in banner and "alice-token" not in banner
+        with anyio.fail_after(60):
+            for name, token in (("alice", "alice-token-0123456789"), ("bob", "bob-token-0123456789abc")):
+                http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+                async with Client(streamable_http_client(url, http_client=http)) as c:
+                    r = await c.call_tool("add_experience", {"title": f"{name}'s softmax note",
+                                                             "content": f"{name} keeps row sums in fp32 for softmax"})
+                    assert not r.is_error
+                    assert (await c.call_tool("ping", {})).structured_content["user"] == name
+    with Engine(config) as engine:
+        assert {i.title: i.author for i in engine.list_items()} == {"alice's softmax note": "alice", "bob's softmax note": "bob"}
+
+
+def test_a_tokens_file_others_can_read_is_refused(config, tmp_path):
+    tokens = tmp_path / "team.tokens"
+    tokens.write_text("alice alice-token-0123456789\n")
+    tokens.chmod(0o644)
+    r = subprocess.run([str(SAGE), "--db", config.database, "serve", "--port", "0", "--tokens", str(tokens)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "chmod 600" in r.stderr
+
+
+async def test_accepted_connections_send_small_responses_without_delay():
+    """asyncio turns Nagle off on accepted connections only for sockets that
+    say they are TCP; with it on, each response on a keep-alive connection
+    waits ~40 ms for the client's delayed ACK."""
+    import asyncio
+    import socket
+
+    from sage_mcp.http_transport import listen_socket
+
+    sock = listen_socket("127.0.0.1", 0)
+    accepted = asyncio.get_running_loop().create_future()
+
+    async def on_client(reader, writer):
+        accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(on_client, sock=sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        assert await asyncio.wait_for(accepted, 10) != 0
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()

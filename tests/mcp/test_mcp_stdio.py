@@ -9,17 +9,14 @@ import anyio
 from mcp import Client
 from tests.mcp.mcp_support import SILU_CPU, seed, stdio_params, text
 
-from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import AdoptionReport, EvalResult, RetrievalResult
 
 
-async def test_a_stdio_client_runs_a_whole_episode_and_utilities_move_as_atu_says(tmp_path):
-    db = tmp_path / "memory.db"
-    config = Config(db_path=db, auto_consolidate_every=0)
+async def test_a_stdio_client_runs_a_whole_episode_and_utilities_move_as_atu_says(config, tmp_path):
     ids = seed(config)
     with anyio.fail_after(180):
-        async with Client(stdio_params(db, tmp_path)) as c:
+        async with Client(stdio_params(config, tmp_path)) as c:
             r = await c.call_tool("retrieve_rules", {"task": "silu", "k": 3})
             retrieval = RetrievalResult.model_validate(r.structured_content)
             shown = {i.id for i in retrieval.items}
@@ -65,13 +62,11 @@ async def test_a_stdio_client_runs_a_whole_episode_and_utilities_move_as_atu_say
         episode = engine.get_episode(retrieval.episode_id)
         assert episode.status == "closed" and [a.id for a in episode.adopted] == [adopted]
         assert engine.stats().consolidations == 1
-        log = engine.store.query("SELECT item_id, before, after FROM utility_log WHERE episode_id = ?", (retrieval.episode_id,))
+        log = engine.store.rows("SELECT item_id, before, after FROM utility_log WHERE episode_id = ?", (retrieval.episode_id,))
         assert {r["item_id"] for r in log} == shown
 
 
-async def test_two_server_processes_on_one_database_lose_no_adoption(tmp_path):
-    db = tmp_path / "shared.db"
-    config = Config(db_path=db, auto_consolidate_every=0)
+async def test_two_server_processes_on_one_database_lose_no_adoption(config, tmp_path):
     ids = seed(config)
     per_client, servers = 6, 2
     closed: list[AdoptionReport] = []
@@ -85,7 +80,7 @@ async def test_two_server_processes_on_one_database_lose_no_adoption(tmp_path):
         closed.append(AdoptionReport.model_validate(r.structured_content))
 
     async def drive(server: int) -> None:
-        async with Client(stdio_params(db, tmp_path)) as c:
+        async with Client(stdio_params(config, tmp_path)) as c:
             async with anyio.create_task_group() as tg:
                 for n in range(per_client):
                     tg.start_soon(episode, c, server * per_client + n)
@@ -101,7 +96,7 @@ async def test_two_server_processes_on_one_database_lose_no_adoption(tmp_path):
         q = engine.store.scalar
         assert q("SELECT COUNT(*) FROM episodes WHERE status = 'closed'") == total
         assert q("SELECT COUNT(*) FROM adoptions") == total
-        assert q("SELECT SUM(n_adopted) FROM items WHERE id IN (%s)" % ",".join(map(str, ids))) == total
-        shown = q("SELECT COUNT(*) FROM (SELECT DISTINCT episode_id, item_id FROM retrievals)")
-        assert q("SELECT COUNT(*) FROM utility_log") == shown == q("SELECT SUM(n_credited) FROM items")
-        assert len({r[0] for r in engine.store.query("SELECT DISTINCT client FROM episodes")}) == servers
+        assert q("SELECT CAST(SUM(n_adopted) AS BIGINT) FROM items WHERE id IN (%s)" % ",".join(map(str, ids))) == total
+        shown = q("SELECT COUNT(*) FROM (SELECT DISTINCT episode_id, item_id FROM retrievals) AS s")
+        assert q("SELECT COUNT(*) FROM utility_log") == shown == q("SELECT CAST(SUM(n_credited) AS BIGINT) FROM items")
+        assert len({r["client"] for r in engine.store.rows("SELECT DISTINCT client FROM episodes")}) == servers

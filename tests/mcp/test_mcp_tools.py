@@ -251,9 +251,9 @@ async def test_memory_tools_search_show_add_and_count_without_opening_episodes(c
         assert r.is_error and "scope" in text(r)
         r = await c.call_tool("memory_stats", {})
         stats = MemoryStats.model_validate(r.structured_content)
-        assert stats.db_path == str(config.db_path) and stats.episodes_open == 0 and stats.items_by_kind["experience"] == 4
+        assert stats.db_path == config.database and stats.episodes_open == 0 and stats.items_by_kind["experience"] == 4
         r = await c.call_tool("ping", {})
-        assert r.structured_content["db"] == str(config.db_path)
+        assert r.structured_content["db"] == config.database
 
 
 async def test_resources_serve_the_rulebook_items_and_tasks(config):
@@ -281,3 +281,37 @@ async def test_the_protocol_prompt_walks_an_agent_through_an_episode(config):
     order = ["retrieve_rules", "compile_and_bench", "adopted_ids", "record_adoption", "lesson", "consolidate"]
     positions = [text_.index(word) for word in order]
     assert positions == sorted(positions) and "`silu`" in text_
+
+
+async def test_prompt_mistakes_are_invalid_params_that_say_what_to_fix(config):
+    async with connect(config) as c:
+        with pytest.raises(MCPError) as unknown:
+            await c.get_prompt("sage_protocl", {})
+        assert unknown.value.code == -32602 and "sage_protocol" in unknown.value.error.message
+        with pytest.raises(MCPError) as missing:
+            await c.get_prompt("sage_protocol", {})
+        assert missing.value.code == -32602 and "task" in missing.value.error.message
+        prompt = (await c.list_prompts()).prompts[0]
+        assert [(a.name, a.required) for a in prompt.arguments] == [("task", True)]
+
+
+async def test_k_outside_its_bounds_is_refused_and_the_schema_says_so(config):
+    async with connect(config) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        k = tools["retrieve_rules"].input_schema["properties"]["k"]
+        assert any(option.get("minimum") == 1 and option.get("maximum") == 50 for option in k["anyOf"])
+        for bad in (0, 51):
+            r = await c.call_tool("retrieve_rules", {"task": "silu", "k": bad})
+            assert r.is_error and "k" in text(r)
+
+
+async def test_expected_refusals_are_logged_without_tracebacks(config, caplog):
+    import logging
+
+    caplog.set_level(logging.INFO)
+    async with connect(config) as c:
+        await c.call_tool("show_item", {"item_id": 99})
+        await c.call_tool("record_adoption", {"episode_id": 4242})
+        with pytest.raises(MCPError):
+            await c.get_prompt("nope", {})
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]

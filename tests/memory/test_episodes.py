@@ -1,8 +1,7 @@
-"""ATU through the Engine over a real SQLite file."""
+"""ATU through the Engine, on a real SQLite file and a real PostgreSQL database."""
 
 import pytest
 
-from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.models import Adoption, Lesson, NewItem
@@ -36,8 +35,8 @@ def test_adopted_items_rise_and_unused_items_fall_under_atu(engine):
     assert engine.get_item(a).utility > 0 > engine.get_item(b).utility
 
 
-def test_uniform_credit_moves_adopted_and_unused_items_alike(tmp_path):
-    with Engine(Config(db_path=tmp_path / "u.db", credit_strategy="uniform", auto_consolidate_every=0)) as eng:
+def test_uniform_credit_moves_adopted_and_unused_items_alike(config):
+    with Engine(config.replace(credit_strategy="uniform")) as eng:
         a, b, _ = seed(eng)
         _, report = run_episode(eng, [a])
         moved = {u.item_id: u.after - u.before for u in report.updates}
@@ -47,7 +46,7 @@ def test_uniform_credit_moves_adopted_and_unused_items_alike(tmp_path):
 def test_every_update_is_written_to_the_audit_log(engine):
     a, *_ = seed(engine)
     r, report = run_episode(engine, [a])
-    rows = engine.store.query("SELECT item_id, before, after, strategy, rule_version FROM utility_log WHERE episode_id = ?", (r.episode_id,))
+    rows = engine.store.rows("SELECT item_id, before, after, strategy, rule_version FROM utility_log WHERE episode_id = ?", (r.episode_id,))
     assert len(rows) == len(report.updates) == 3
     assert {row["strategy"] for row in rows} == {"atu"} and all(row["rule_version"].startswith("atu-") for row in rows)
     history = engine.utility_history(a)
@@ -114,8 +113,8 @@ def test_a_new_retrieval_by_the_same_client_and_task_closes_the_previous_episode
     assert engine.get_episode(second.episode_id).status == "open"
 
 
-def test_idle_episodes_are_closed_and_credited(tmp_path):
-    with Engine(Config(db_path=tmp_path / "i.db", episode_idle_s=0.0, auto_consolidate_every=0)) as eng:
+def test_idle_episodes_are_closed_and_credited(config):
+    with Engine(config.replace(episode_idle_s=0.0)) as eng:
         seed(eng)
         r = eng.retrieve("row softmax kernel")
         closed = eng.close_idle_episodes()
@@ -131,8 +130,8 @@ def test_retrieval_logs_exactly_what_was_shown(engine):
     assert r.filtered_out.get("below_top_k") == 3
 
 
-def test_automatic_consolidation_runs_every_n_closed_episodes(tmp_path):
-    with Engine(Config(db_path=tmp_path / "a.db", auto_consolidate_every=2)) as eng:
+def test_automatic_consolidation_runs_every_n_closed_episodes(config):
+    with Engine(config.replace(auto_consolidate_every=2)) as eng:
         seed(eng)
         _, first = run_episode(eng, [])
         _, second = run_episode(eng, [])
@@ -155,3 +154,65 @@ def test_arguments_no_database_or_filesystem_could_hold_are_refused_plainly(engi
     with pytest.raises((InvalidInput, NotFound), match=message):
         call(engine)
     assert engine.store.scalar("SELECT COUNT(*) FROM episodes") == 0
+
+
+def test_concurrent_record_adoption_on_one_episode_has_exactly_one_winner(config):
+    import threading
+
+    with Engine(config) as setup:
+        a, *_ = seed(setup)
+        r = setup.retrieve("row softmax kernel")
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def close(n: int) -> None:
+        with Engine(config) as eng:
+            barrier.wait(timeout=30)
+            try:
+                outcomes.append(eng.record_adoption(r.episode_id, [Adoption(id=a, evidence=f"caller {n}")],
+                                                    lesson=Lesson(title=f"lesson from caller {n}", content=f"caller {n} says hi")))
+            except Conflict as exc:
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=close, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(type(o).__name__ for o in outcomes) == ["AdoptionReport", "Conflict"]
+    with Engine(config) as eng:
+        episode = eng.get_episode(r.episode_id)
+        assert episode.status == "closed" and len(episode.adopted) == 1
+        # The loser's lesson was never stored.
+        assert eng.store.scalar("SELECT COUNT(*) FROM items WHERE source_episode = ?", (r.episode_id,)) == 1
+
+
+def test_an_error_inside_record_adoption_leaves_nothing_stored(engine, monkeypatch):
+    a, *_ = seed(engine)
+    r = engine.retrieve("row softmax kernel")
+
+    def broken_close(episode_id):
+        raise Conflict("closed by a concurrent caller")
+
+    monkeypatch.setattr(engine.episodes, "_close", broken_close)
+    with pytest.raises(Conflict):
+        engine.record_adoption(r.episode_id, [Adoption(id=a)], lesson=Lesson(title="never stored", content="rolled back"))
+    assert engine.store.scalar("SELECT COUNT(*) FROM adoptions") == 0
+    assert engine.list_items(limit=100) and all(i.title != "never stored" for i in engine.list_items(limit=100))
+
+
+def test_a_closed_episode_is_a_conflict_for_evaluation_and_adoption(engine):
+    seed(engine)
+    r = engine.retrieve("row softmax kernel")
+    engine.close_episode(r.episode_id)
+    with pytest.raises(Conflict, match="already closed"):
+        engine.record_result(make_result(), episode_id=r.episode_id)
+    with pytest.raises(Conflict, match="already closed"):
+        engine.record_adoption(r.episode_id, [], lesson=Lesson(title="late", content="too late"))
+
+
+def test_the_same_request_id_is_recorded_once(engine):
+    first = engine.record_result(make_result(), request_id="req-1")
+    again = engine.record_result(make_result(status="incorrect"), request_id="req-1")
+    assert again.attempt_id == first.attempt_id and again.status == "correct"
+    assert engine.store.scalar("SELECT COUNT(*) FROM attempts") == 1

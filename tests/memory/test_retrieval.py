@@ -3,7 +3,7 @@ from sage_engine.memory.retrieval import Candidate, Filters, exploration_bonus, 
 
 
 def cand(i, bm25=1.0, utility=0.0, n=0, **kw):
-    base = dict(status="active", scope="global", backend=None, hardware=None, adoption_rate=0.0)
+    base = dict(status="active", scope="team", author=None, backend=None, hardware=None, adoption_rate=0.0)
     base.update(kw)
     return Candidate(id=i, bm25=bm25, utility=utility, n_retrieved=n, **base)
 
@@ -32,3 +32,10 @@ def test_rarely_shown_items_get_a_larger_exploration_bonus():
     assert exploration_bonus(0, 100, 0.2) > exploration_bonus(50, 100, 0.2) > 0
     r = rank([cand(1, n=500), cand(2, n=0)], Filters(), 2, 1000, Config(exploration_c=0.3))
     assert r.items[0].id == 2
+
+
+def test_a_private_item_passes_the_filter_only_for_its_author():
+    private = [cand(1, scope="private", author="alice"), cand(2)]
+    assert [r.id for r in rank(private, Filters(viewer="alice"), 5, 0, Config()).items] == [1, 2]
+    bob = rank(private, Filters(viewer="bob"), 5, 0, Config())
+    assert [r.id for r in bob.items] == [2] and bob.filtered_out == {"scope": 1}

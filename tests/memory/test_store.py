@@ -1,20 +1,15 @@
-"""The store: migrations, export/import, bad input, dedup, FTS safety."""
+"""The store: migrations, export/import, bad input, dedup, lexical-search
+safety, scopes and authors; on SQLite and on PostgreSQL."""
 
 import json
-import sqlite3
 
 import pytest
 
-from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, NotFound, StoreError
 from sage_engine.models import Adoption, Lesson, NewItem
-from tests.conftest import make_result
-
-
-def snapshot(engine):
-    return {t: [dict(r) for r in engine.store.query(f"SELECT * FROM {t} ORDER BY rowid")]
-            for t in ("items", "episodes", "retrievals", "attempts", "adoptions", "utility_log", "consolidations")}
+from sage_engine.memory.store.schema import MIGRATIONS
+from tests.conftest import make_result, table_rows as snapshot
 
 
 def populate(engine):
@@ -27,34 +22,30 @@ def populate(engine):
     engine.consolidate()
 
 
-def test_migrations_are_recorded_and_reopening_applies_nothing_new(tmp_path):
-    path = tmp_path / "m.db"
-    Engine(Config(db_path=path)).close()
-    with Engine(Config(db_path=path)) as eng:
-        names = [r[0] for r in eng.store.query("SELECT name FROM migrations")]
-        assert names == ["0001_initial", "0002_item_vectors"]
-        assert eng.store.scalar("PRAGMA journal_mode") == "wal"
+def test_migrations_are_recorded_and_reopening_applies_nothing_new(config):
+    Engine(config).close()
+    with Engine(config) as eng:
+        assert eng.schema_status() == {"applied": [m.name for m in MIGRATIONS], "pending": []}
+        assert eng.migrate() == []
+        if eng.store.dialect == "sqlite":
+            assert eng.store.scalar("PRAGMA journal_mode") == "wal"
 
 
-def test_a_database_from_a_newer_sage_is_refused(tmp_path):
-    path = tmp_path / "m.db"
-    Engine(Config(db_path=path)).close()
-    con = sqlite3.connect(path)
-    con.execute("INSERT INTO migrations VALUES ('9999_future', 0)")
-    con.commit()
-    con.close()
+def test_a_database_from_a_newer_sage_is_refused(config):
+    with Engine(config) as eng:
+        eng.store.run("INSERT INTO migrations VALUES ('9999_future', 0)")
     with pytest.raises(StoreError, match="newer SAGE"):
-        Engine(Config(db_path=path))
+        Engine(config)
 
 
-def test_export_then_import_round_trips_everything(engine, tmp_path):
+def test_export_then_import_round_trips_everything(engine, tmp_path, new_db):
     populate(engine)
     before = snapshot(engine)
     assert before["consolidations"] and before["utility_log"] and before["adoptions"]
     out = tmp_path / "backup.jsonl"
     report = engine.export_jsonl(out)
     assert report.items == len(before["items"])
-    with Engine(Config(db_path=tmp_path / "restored.db")) as other:
+    with Engine(engine.config.with_db(new_db())) as other:
         other.import_jsonl(out)
         assert snapshot(other) == before
         assert [r.id for r in other.resident_rules()] == [r.id for r in engine.resident_rules()]
@@ -84,7 +75,7 @@ def test_starter_memory_is_tagged_and_starts_at_zero_utility(engine):
         (NewItem(title="", content="x"), "title must not be empty"),
         (NewItem(title="t", content="   "), "content must not be empty"),
         (NewItem(title="t", content="x" * 100_000), "limit is"),
-        (NewItem(title="t", content="x", scope="team"), "invalid scope"),
+        (NewItem(title="t", content="x", scope="everyone"), "invalid scope"),
         (NewItem(title="t", content="x", scope="project:../../etc"), "invalid scope"),
         (NewItem(title="t", content="x", tags=["has space"]), "invalid tags"),
         (NewItem(title="t\x00", content="x"), "NUL"),
@@ -137,3 +128,29 @@ def test_scoped_items_are_shown_only_inside_their_project(engine):
     engine.add_item(NewItem(title="softmax project trick", content="softmax rows trick", scope="project:alpha"))
     assert engine.retrieve("softmax rows").items == []
     assert len(engine.retrieve("softmax rows", scope="project:alpha").items) == 1
+
+
+def test_items_record_who_made_them_and_list_filters_by_author(engine):
+    mine = engine.add_item(NewItem(title="softmax rows in fp32", content="accumulate the row sum in fp32")).item
+    theirs = engine.as_user("bob").add_item(NewItem(title="matmul tiles of 128", content="tile the output 128 by 128")).item
+    assert (mine.author, theirs.author, mine.scope) == (engine.config.user, "bob", "team")
+    assert [i.id for i in engine.list_items(author="bob")] == [theirs.id]
+    assert engine.stats().by_author["bob"] == {"items": 1}
+
+
+def test_private_items_are_seen_only_by_their_author(engine):
+    secret = engine.as_user("alice").add_item(
+        NewItem(title="softmax private trick", content="softmax rows trick", scope="private")).item
+    bob = engine.as_user("bob")
+    assert bob.retrieve("softmax rows").items == [] and bob.search_items("softmax rows") == []
+    assert bob.list_items() == []
+    with pytest.raises(NotFound):
+        bob.get_item(secret.id)
+    alice = engine.as_user("alice")
+    assert [i.id for i in alice.retrieve("softmax rows").items] == [secret.id]
+    assert [i.id for i in alice.list_items()] == [secret.id]
+
+
+def test_global_is_read_as_the_team_scope(engine):
+    item = engine.add_item(NewItem(title="softmax trick", content="softmax rows", scope="global")).item
+    assert item.scope == "team"

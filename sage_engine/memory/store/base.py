@@ -1,0 +1,194 @@
+"""The `Store` contract: every SQL statement SAGE runs goes through a subclass
+of this class, so the memory can live in SQLite (one file, the embedded
+default) or PostgreSQL (a team server) behind the same methods.
+
+The SQL in the record classes (`items`, `episodes`, `audit`) is portable: it
+is written once with `?` placeholders, and each dialect supplies connection
+handling, transactions, migrations and lexical search. Services open one
+transaction per tool call:
+
+    with store.transaction():          # a write transaction (the default)
+        row = store.episodes.get(7)
+        store.episodes.close(7, reward, parts, now)
+
+Inside a transaction every statement of the calling thread runs on the same
+connection; outside one, each statement commits on its own. Write
+transactions are serialised across processes (SQLite `BEGIN IMMEDIATE`,
+PostgreSQL a transaction-level advisory lock), so read-modify-write sequences
+never lose an update; read transactions see one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar, Iterator, Sequence
+
+from sage_engine.errors import NotFound, StoreError
+from sage_engine.memory.store.schema import JSON_COLUMNS, MIGRATIONS, TABLES
+
+Row = dict[str, Any]
+
+
+class Store(ABC):
+    dialect: ClassVar[str]
+    # The SQL name of the two-argument maximum (`max` in SQLite, `GREATEST` in PostgreSQL).
+    greatest: ClassVar[str]
+
+    def __init__(self) -> None:
+        from sage_engine.memory.store.audit import AuditRecords
+        from sage_engine.memory.store.episodes import EpisodeRecords
+        from sage_engine.memory.store.items import ItemRecords
+
+        self._local = threading.local()
+        self.items = ItemRecords(self)
+        self.episodes = EpisodeRecords(self)
+        self.audit = AuditRecords(self)
+
+    # ----------------------------------------------------------- dialect hooks
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the memory lives, safe to print (a path, or a URL without its password)."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    @contextlib.contextmanager
+    def _begin(self, write: bool) -> Iterator[Any]:
+        """Open a transaction on a connection and yield that connection."""
+
+    @abstractmethod
+    def _execute(self, conn: Any, sql: str, params: Sequence[Any]) -> tuple[list[Row], int]:
+        """Run one statement; return its rows (as dicts) and its row count."""
+
+    @abstractmethod
+    def lexical_rows(self, terms: list[str], limit: int) -> list[Row]:
+        """Items matching any of `terms`, best first, as rows with a positive
+        `score` and the columns ranking needs."""
+
+    @abstractmethod
+    def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
+        """The bare index query (match, rank, limit; no join, no filters):
+        what benchmarks compare retrieval against."""
+
+    @abstractmethod
+    def _execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    @abstractmethod
+    def applied_migrations(self) -> list[str]: ...
+
+    @abstractmethod
+    def migrate(self) -> list[str]:
+        """Apply pending migrations; return the names applied."""
+
+    def after_import(self) -> None:
+        """Repair what copying rows with their ids leaves behind (sequences)."""
+
+    # ------------------------------------------------------------ transactions
+
+    @contextlib.contextmanager
+    def transaction(self, *, write: bool = True) -> Iterator[None]:
+        """One transaction for everything the calling thread runs inside it.
+        Re-entrant; a write nested in a read transaction is a programming
+        error (it could not take the write lock without deadlocking)."""
+        current = getattr(self._local, "tx", None)
+        if current is not None:
+            if write and not current["write"]:
+                raise RuntimeError("a write transaction cannot be nested inside a read transaction")
+            yield
+            return
+        with self._begin(write) as conn:
+            self._local.tx = {"conn": conn, "write": write}
+            try:
+                yield
+            finally:
+                self._local.tx = None
+
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "tx", None) is not None
+
+    # ------------------------------------------------------------- statements
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[Row], int]:
+        tx = getattr(self._local, "tx", None)
+        if tx is not None:
+            return self._execute(tx["conn"], sql, params)
+        with self.transaction(write=not sql.lstrip().upper().startswith("SELECT")):
+            return self._execute(self._local.tx["conn"], sql, params)
+
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """One statement for many parameter rows, in one write transaction."""
+        with self.transaction():
+            self._execute_many(self._local.tx["conn"], sql, rows)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self.run(sql, params)[0]
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.one(sql, params)
+        return None if row is None else next(iter(row.values()))
+
+    def count(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Rows changed by an UPDATE/DELETE."""
+        return self.run(sql, params)[1]
+
+    def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None:
+        check_columns(table, row)
+        cols = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        tail = f" RETURNING {returning}" if returning else ""
+        found = self.rows(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", [_encode(v) for v in row.values()])
+        return found[0][returning] if returning else None
+
+    def update(self, table: str, key: int, changes: Row) -> int:
+        if not changes:
+            return 0
+        check_columns(table, changes)
+        sets = ", ".join(f"{c} = ?" for c in changes)
+        return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(_encode, changes.values()), key])
+
+    # ----------------------------------------------------------------- schema
+
+    def schema_status(self) -> dict[str, list[str]]:
+        applied = self.applied_migrations()
+        return {"applied": applied, "pending": [m.name for m in MIGRATIONS if m.name not in applied]}
+
+    def check_known(self, applied: Sequence[str]) -> None:
+        unknown = set(applied) - {m.name for m in MIGRATIONS}
+        if unknown:
+            raise StoreError(f"{self.describe()} was written by a newer SAGE (migrations {sorted(unknown)}); upgrade SAGE")
+
+
+def check_id(value: int, what: str) -> int:
+    """Stored integers are 64-bit: larger ids cannot exist, so say so plainly
+    instead of letting the driver overflow."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise NotFound(f"no {what} with id {value!r}; ids are positive integers returned by SAGE")
+    return value
+
+
+def check_columns(table: str, row: Row) -> None:
+    # Column names are interpolated into SQL: only the schema's own may pass.
+    unknown = set(row) - set(TABLES[table])
+    if unknown:
+        raise StoreError(f"unknown {table} columns {sorted(unknown)}")
+
+
+def _encode(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def decode_json(row: Row) -> Row:
+    """JSON text columns back into lists (in place)."""
+    for col in JSON_COLUMNS:
+        if col in row and isinstance(row[col], str):
+            row[col] = json.loads(row[col] or "[]")
+    return row

@@ -1,0 +1,150 @@
+"""The SQLite store: one file shared by every SAGE process on a machine.
+
+WAL lets readers run beside one writer; a busy timeout makes writers queue
+instead of failing; write transactions start with `BEGIN IMMEDIATE` so two
+processes crediting the same item cannot lose an update. Lexical search is
+FTS5 with BM25.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from sage_engine.errors import StoreError
+from sage_engine.memory.store.base import Row, Store
+from sage_engine.memory.store.schema import MIGRATIONS, split_sql
+
+log = logging.getLogger(__name__)
+
+# bm25 weights per FTS column (title, content, tags, operator, family): the
+# title counts most, then tags/operator/family, then the body.
+BM25_WEIGHTS = (4.0, 1.0, 2.0, 2.0, 2.0)
+
+
+class SqliteStore(Store):
+    dialect = "sqlite"
+    greatest = "max"
+
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 10_000, bm25_weights=BM25_WEIGHTS):
+        super().__init__()
+        self.path = Path(path)
+        self.bm25_weights = tuple(bm25_weights)
+        memory = str(path) == ":memory:"
+        if not memory:
+            if self.path.exists() and self.path.is_dir():
+                raise StoreError(f"{self.path} is a directory; give the path of a database file")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # isolation_level=None: transactions are ours (BEGIN IMMEDIATE).
+            self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
+                                        timeout=busy_timeout_ms / 1000)
+            self.conn.row_factory = _dict_row
+            self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a SAGE memory database ({exc})") from exc
+        if not memory and mode.lower() != "wal":
+            log.warning("SQLite refused WAL mode (got %s); concurrent writers will wait longer", mode)
+        self.conn.execute("PRAGMA synchronous = NORMAL")
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        # One connection per store, shared by threads: statements and
+        # transactions of different threads take turns.
+        self._lock = threading.RLock()
+        self.migrate()
+
+    def describe(self) -> str:
+        return str(self.path)
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    @contextlib.contextmanager
+    def _begin(self, write: bool) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"cannot open a transaction on {self.path}: {exc}") from exc
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            else:
+                self.conn.execute("COMMIT")
+
+    def _execute(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[list[Row], int]:
+        with self._lock:
+            try:
+                cur = conn.execute(sql, tuple(params))
+                return cur.fetchall(), cur.rowcount
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"the memory refused a write: {exc}") from exc
+
+    def lexical_rows(self, terms: list[str], limit: int) -> list[Row]:
+        if not terms:
+            return []
+        # Each term quoted: user text can never inject FTS syntax (NEAR, column filters).
+        match = " OR ".join(f'"{t}"' for t in terms)
+        w = ", ".join(str(x) for x in self.bm25_weights)
+        return self.rows(
+            f"""
+            SELECT items.id, -bm25(items_fts, {w}) AS score, items.status, items.scope, items.author,
+                   items.backend, items.hardware, items.utility, items.adoption_rate, items.n_retrieved
+            FROM items_fts JOIN items ON items.id = items_fts.rowid
+            WHERE items_fts MATCH ?
+            ORDER BY bm25(items_fts, {w})
+            LIMIT ?
+            """,
+            (match, limit),
+        )
+
+    def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
+        match = " OR ".join(f'"{t}"' for t in terms)
+        rows = self.rows("SELECT rowid AS id FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?",
+                         (match, limit))
+        return [r["id"] for r in rows]
+
+    def _execute_many(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self._lock:
+            conn.executemany(sql, [tuple(r) for r in rows])
+
+    def applied_migrations(self) -> list[str]:
+        with self._lock:
+            exists = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
+            if not exists:
+                return []
+            return [r["name"] for r in self.conn.execute("SELECT name FROM migrations ORDER BY name")]
+
+    def migrate(self) -> list[str]:
+        applied: list[str] = []
+        with self.transaction():
+            conn = self._local.tx["conn"]
+            conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+            done = {r["name"] for r in conn.execute("SELECT name FROM migrations")}
+            self.check_known(done)
+            for m in MIGRATIONS:
+                if m.name in done:
+                    continue
+                # executescript would COMMIT our transaction; run statement by statement.
+                for statement in split_sql(m.sqlite):
+                    conn.execute(statement)
+                conn.execute("INSERT INTO migrations VALUES (?, ?)", (m.name, time.time()))
+                applied.append(m.name)
+                log.info("applied migration %s to %s", m.name, self.path)
+        return applied
+
+    def fts_count(self, term: str) -> int:
+        """Rows the FTS index finds for one term (an integrity check for tests and `memory check`)."""
+        return self.scalar("SELECT COUNT(*) FROM items_fts WHERE items_fts MATCH ?", (f'"{term}"',))
+
+
+def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> Row:
+    return {d[0]: v for d, v in zip(cursor.description, row)}

@@ -1,0 +1,10 @@
+"""The MCP suite runs on both stores."""
+
+import pytest
+
+from tests.conftest import STORES
+
+
+@pytest.fixture(params=STORES)
+def store_kind(request) -> str:
+    return request.param
