@@ -23,11 +23,10 @@ def _job(args: tuple[str, SimConfig, str, int]) -> tuple[str, dict[str, Any]]:
 
 
 def _signature(sim: SimConfig, name: str) -> tuple:
-    """What a run depends on besides world and seed: an arm whose requested
-    settings this engine lacks may run exactly like another arm."""
+    """What a run depends on besides world and seed: two arms with the same
+    engine settings and k would run identically."""
     arm = strategies(sim)[name]
-    present, _ = engine_overrides(arm.engine)
-    return arm.uses_memory, arm.k or sim.k, tuple(sorted(present.items()))
+    return arm.uses_memory, arm.k or sim.k, tuple(sorted(engine_overrides(arm.engine).items()))
 
 
 def run_all(worlds: dict[str, SimConfig], seeds: Sequence[int], names: Sequence[str] | None = None,
@@ -62,10 +61,9 @@ def run_all(worlds: dict[str, SimConfig], seeds: Sequence[int], names: Sequence[
                 _tick(progress, sum(map(len, done.values())), len(jobs), started)
     wall = time.perf_counter() - started
     for (world, name), source in aliases.items():
-        arm = strategies(worlds[world])[name]
-        present, missing = engine_overrides(arm.engine)
-        done[world] += [dict(r, strategy=name, same_run_as=source, engine_applied=present, engine_missing=missing,
-                             runtime_s=0.0, cpu_s=0.0) for r in done[world] if r["strategy"] == source]
+        settings = engine_overrides(strategies(worlds[world])[name].engine)
+        done[world] += [dict(r, strategy=name, same_run_as=source, engine_applied=settings, runtime_s=0.0, cpu_s=0.0)
+                        for r in done[world] if r["strategy"] == source]
     out = {}
     for world, sim in worlds.items():
         out[world] = collect(done[world], sim, names, world)
@@ -92,7 +90,7 @@ def collect(runs: Sequence[dict[str, Any]], sim: SimConfig, names: Sequence[str]
     for n in names:
         agg = metrics.aggregate(by_name[n], sim)
         first = by_name[n][0]
-        agg.update(doc=known[n].doc, engine_overrides=first["engine_applied"], engine_missing=first["engine_missing"],
+        agg.update(doc=known[n].doc, engine_overrides=first["engine_applied"],
                    k=known[n].k or sim.k, same_run_as=first.get("same_run_as"))
         results["strategies"][n] = agg
     results["paired"] = compare.paired_tests(results["strategies"])

@@ -233,11 +233,12 @@ def sweep_worlds() -> dict[str, SimConfig]:
     return {name: NOISY.replace(**changes) for name, changes in SWEEP.items()}
 
 
-def engine_overrides(requested: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split engine settings into those this engine's Config has and those it
-    does not have yet: an arm asks for the behaviour it is about, and runs
-    with what exists (the missing part is recorded in the results)."""
+def engine_overrides(requested: dict[str, Any]) -> dict[str, Any]:
+    """An arm's engine settings, checked against this engine's Config: a
+    misspelt or vanished setting must stop the run, not quietly run the arm
+    as another."""
     names = {f.name for f in dataclasses.fields(Config)}
-    present = {k: v for k, v in requested.items() if k in names}
-    missing = {k: v for k, v in requested.items() if k not in names}
-    return present, missing
+    unknown = sorted(set(requested) - names)
+    if unknown:
+        raise InvalidInput(f"Config has no setting {', '.join(unknown)}; fix the arm's engine settings in runner.py")
+    return dict(requested)

@@ -97,16 +97,10 @@ def markdown(results: dict[str, Any]) -> str:
         for g in results["goals"]:
             lines.append(f"| {g['goal']} | {'yes' if g['holds'] else 'no'} | {g['detail']} |")
         lines.append("")
-    missing = {n: s["engine_missing"] for n, s in strategies.items() if s.get("engine_missing")}
-    if missing:
-        lines.append("Engine settings an arm asked for that this engine's Config does not have (the arm ran "
-                     "without them): " + "; ".join(f"{n}: {', '.join(f'{k}={v!r}' for k, v in m.items())}"
-                                                   for n, m in missing.items()) + ".")
-        shared = [f"{n} ran exactly as {s['same_run_as']} (one set of runs, shared)"
-                  for n, s in strategies.items() if s.get("same_run_as")]
-        if shared:
-            lines.append("So " + "; ".join(shared) + ".")
-        lines.append("")
+    shared = [f"{n} ran exactly as {s['same_run_as']} (same engine settings and k: one set of runs, shared)"
+              for n, s in strategies.items() if s.get("same_run_as")]
+    if shared:
+        lines += ["; ".join(shared) + ".", ""]
     lines.append("Metrics: " + "; ".join(f"{HEADERS[m]}: {d}" for m, (d, _, _) in METRICS.items()) + ".")
     return "\n".join(lines) + "\n"
 

@@ -12,7 +12,6 @@ simulated. The runner reads the engine only through its public methods.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import os
 import tempfile
 import time
@@ -31,9 +30,6 @@ from sage_engine.errors import InvalidInput
 from sage_engine.models import Adoption, EvalResult, Item, Lesson, TimingStats
 
 _MAX_RULES = Config.__dataclass_fields__["max_rules"].default
-# Newer engines take the task's family so scoped rules can match it; pass it
-# where retrieve has the parameter (the task text names the family either way).
-_RETRIEVE_TAKES_FAMILY = "family" in inspect.signature(Engine.retrieve).parameters
 # A RAM-backed directory where the system has one: the store is the real
 # SQLite either way, but WAL checkpoints to disk cost a quarter of a run.
 _SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
@@ -92,18 +88,18 @@ def run(strategy: str, seed: int, sim: SimConfig) -> dict[str, Any]:
         raise InvalidInput(f"unknown strategy {strategy!r}; choose from {', '.join(known)}")
     world = build_world(sim, seed)
     arm = known[strategy]
-    present, missing = engine_overrides(arm.engine)
+    settings = engine_overrides(arm.engine)
     started, cpu = time.perf_counter(), time.process_time()
     with tempfile.TemporaryDirectory(prefix="sage-learning-", dir=_SCRATCH) as tmp:
         if arm.uses_memory:
             # Lexical retrieval only (embeddings off): the benchmark measures
             # the FTS5/BM25 path every installation has.
-            cfg = Config(db_path=Path(tmp) / "memory.db", cache_dir=Path(tmp) / "cache", embeddings="", **present)
+            cfg = Config(db_path=Path(tmp) / "memory.db", cache_dir=Path(tmp) / "cache", embeddings="", **settings)
             with Engine(cfg) as engine:
                 out = _Run(world, sim, engine, arm.k or sim.k).go()
         else:
             out = _Run(world, sim, None, sim.k).go()
-    out.update(strategy=strategy, seed=seed, engine_applied=present, engine_missing=missing,
+    out.update(strategy=strategy, seed=seed, engine_applied=settings,
                runtime_s=time.perf_counter() - started, cpu_s=time.process_time() - cpu)
     return out
 
@@ -152,8 +148,9 @@ class _Run:
         tokens = 0
         episode_id = None
         if eng is not None:
-            extra = {"family": op.family} if _RETRIEVE_TAKES_FAMILY else {}
-            r = eng.retrieve(query, operator=op.name, k=self.k, client="learning-benchmark", **extra)
+            # retrieve has no family argument: the family reaches the engine
+            # only as a word of the task text (scoped rules match on it there).
+            r = eng.retrieve(query, operator=op.name, k=self.k, client="learning-benchmark")
             episode_id, tokens = r.episode_id, r.tokens
             chars = lambda s: len(s.title) + len(s.content) + len(s.code or "")  # noqa: E731
             shown = [Shown(s.id, self._truth(s.id), True, chars(s)) for s in r.resident_rules]

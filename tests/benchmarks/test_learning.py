@@ -8,7 +8,6 @@ the world says so, context costs what the world says, drift flips skills."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import math
 import random
@@ -23,10 +22,9 @@ from benchmarks.learning.catalogue import MIRROR
 from benchmarks.learning.compare import PAIRS
 from benchmarks.learning.config import DRIFT, EASY, NOISY, WORLDS, SimConfig, engine_overrides
 from benchmarks.learning.metrics import METRICS, interval, ndcg, spearman, summarize
-from benchmarks.learning.runner import run, strategy_names
+from benchmarks.learning.runner import run, strategies, strategy_names
 from benchmarks.learning.stats import holm, paired, t_quantile, t_sf2
 from benchmarks.learning.world import Operator, Situation, Truth, build_world
-from sage_engine.config import Config
 from sage_engine.errors import InvalidInput
 
 TINY = SimConfig().tiny()
@@ -129,15 +127,17 @@ def test_with_a_perfectly_reliable_adopter_atu_ranks_no_worse_than_uniform_credi
     assert sum(atu) / len(atu) >= sum(uniform) / len(uniform)
 
 
-def test_arms_share_a_run_exactly_when_the_engine_lacks_the_setting_that_separates_them():
-    has_scope = "rulebook_scope" in {f.name for f in dataclasses.fields(Config)}
-    assert (_signature(EASY, "atu+ugc") == _signature(EASY, "atu+ugc-scoped")) is not has_scope
-    assert _signature(EASY, "atu") != _signature(EASY, "atu-2k") != _signature(EASY, "uniform-pure")
+def test_every_arm_runs_with_its_own_engine_settings_so_none_shares_a_run():
+    signatures = [_signature(EASY, name) for name in strategy_names()]
+    assert len(set(signatures)) == len(signatures)
+    assert strategies(EASY)["atu+ugc"].engine["rulebook_scope"] == "global"
+    assert strategies(EASY)["atu+ugc-scoped"].engine["rulebook_scope"] == "task"
 
 
-def test_engine_overrides_pass_existing_config_fields_and_set_aside_unknown_ones():
-    present, missing = engine_overrides({"w_adoption": 0.0, "no_such_setting_yet": 1})
-    assert present == {"w_adoption": 0.0} and missing == {"no_such_setting_yet": 1}
+def test_an_engine_setting_the_config_does_not_have_stops_the_run():
+    assert engine_overrides({"w_adoption": 0.0}) == {"w_adoption": 0.0}
+    with pytest.raises(InvalidInput, match="no_such_setting"):
+        engine_overrides({"w_adoption": 0.0, "no_such_setting": 1})
 
 
 def test_benchmark_reads_the_engine_only_through_its_public_methods():
