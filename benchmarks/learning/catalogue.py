@@ -144,3 +144,9 @@ FAMILIES = (
 )
 
 ALL_SKILLS: dict[str, Skill] = {s.id: s for s in SHARED + MISLEADING + IRRELEVANT + tuple(x for f in FAMILIES for x in f.skills)}
+
+# Each shared skill and the misleading one that uses its cue word: under drift
+# the pair swaps roles (the old trick turns harmful, its mirror is now needed).
+MIRROR: dict[str, str] = {s.id: m.id for s in SHARED for m in MISLEADING if m.cue == s.cue}
+if len(MIRROR) != len(SHARED):
+    raise RuntimeError("catalogue: every shared skill needs a misleading mirror with the same cue word")

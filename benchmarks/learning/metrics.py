@@ -16,23 +16,36 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 METRICS: dict[str, tuple[str, float | None, float | None]] = {
     "success": ("success rate over the training stream", 0.0, 1.0),
     "success_late": ("success rate over the last quarter of training", 0.0, 1.0),
-    "p_expected": ("expected success given what was adopted (less noisy than success)", 0.0, 1.0),
+    "p_expected": ("expected success given what was used (less noisy than success)", 0.0, 1.0),
+    "fast_0.8": ("share of training episodes with a correct kernel faster than 0.8x the reference (failures count as 0)", 0.0, 1.0),
+    "fast_1.0": ("share of training episodes with a correct kernel faster than the reference (failures count as 0)", 0.0, 1.0),
+    "fast_1.2": ("share of training episodes with a correct kernel faster than 1.2x the reference (failures count as 0)", 0.0, 1.0),
     "speedup": ("geometric mean speedup of the best kernel over the reference (correct episodes)", 0.0, None),
     "z": ("mean z = 1 - T_best/T_first over correct episodes", 0.0, 1.0),
-    "ndcg": ("NDCG@k of retrieved items against true usefulness (training)", 0.0, 1.0),
+    "success_per_1k": ("training success rate per 1,000 context tokens per task", 0.0, None),
+    "ndcg": ("NDCG@k of the retrieved items against the best k live items (training)", 0.0, 1.0),
+    "ndcg_ctx": ("NDCG of the whole context (rules, then items) against the best context of the same length (training)", 0.0, 1.0),
     "fidelity": ("Spearman of learned utility with true usefulness, items shown at least once (end of training)", -1.0, 1.0),
     "context_precision": ("share of everything shown (rules and items) that carries a skill the task needs", 0.0, 1.0),
     "shown": ("entries shown per task (resident rules + retrieved items)", 0.0, None),
     "tokens": ("context tokens per task (RetrievalResult.tokens)", 0.0, None),
+    "report_precision": ("share of reported adoptions the agent really used (a property of the world)", 0.0, 1.0),
+    "report_recall": ("share of used entries the agent reported (a property of the world)", 0.0, 1.0),
     "rulebook_precision": ("share of resident rules whose source items are all truly useful (end of training)", 0.0, 1.0),
     "rules": ("resident rules at the end of training", 0.0, None),
     "rule_relevance": ("share of resident rules shown to a task that carry a skill the task needs", 0.0, 1.0),
+    "success_post_drift": ("success rate over the training episodes after the drift", 0.0, 1.0),
+    "stale_exit": ("episodes from the drift until a stale entry (shown just before it) was last shown in training", 0.0, None),
+    "stale_exposures": ("training episodes after the drift in which a stale entry was still shown, per stale entry", 0.0, None),
+    "lesson_first_shown": ("episodes from writing a correct lesson until it is first shown (censored at the end of training)", 0.0, None),
     "forgetting": ("success right after a family's block minus success when re-tested at the end", -1.0, 1.0),
     "transfer": ("success rate on held-out families", 0.0, 1.0),
     "transfer_early": ("success rate over the first episodes of each held-out family", 0.0, 1.0),
     "lessons_merged": ("share of written lessons the engine merged into an existing item (dedup)", 0.0, 1.0),
     "items": ("live memory items at the end (active + resident)", 0.0, None),
 }
+
+FAST_THRESHOLDS = {"fast_0.8": 0.8, "fast_1.0": 1.0, "fast_1.2": 1.2}
 
 
 def t975(df: int) -> float:
@@ -107,6 +120,36 @@ def _mean(xs: Sequence[float | None]) -> float | None:
     return sum(xs) / len(xs) if xs else None
 
 
+def _drift_times(run: dict[str, Any], sim: SimConfig) -> tuple[float | None, float | None]:
+    """(mean episodes until a stale entry was last shown, mean showings after
+    the drift) over the stale entries shown in the window before the drift."""
+    d, eps = run.get("drift_episode"), run["episodes"]
+    if d is None or not run.get("stale"):
+        return None, None
+    stale = set(run["stale"])
+    before = {i for e in eps[max(0, d - sim.forget_window):d] for i in e["ids"]} & stale
+    if not before:
+        return None, None
+    shown = [set(e["ids"]) & before for e in eps[d:sim.train_episodes]]
+    exits, exposures = [], []
+    for i in sorted(before):
+        at = [t for t, ids in enumerate(shown) if i in ids]
+        exposures.append(len(at))
+        exits.append(at[-1] + 1 if at else 0)
+    return _mean(exits), _mean(exposures)
+
+
+def _lesson_wait(run: dict[str, Any], sim: SimConfig) -> float | None:
+    eps, end = run["episodes"], sim.train_episodes
+    waits = []
+    for t0, item, correct in run.get("lessons", []):
+        if not correct or t0 >= end - 1:
+            continue
+        first = next((t for t in range(t0 + 1, end) if item in eps[t]["ids"]), None)
+        waits.append((first if first is not None else end) - t0)
+    return _mean(waits)
+
+
 def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
     """One number per metric for one (strategy, seed) run."""
     eps = run["episodes"]
@@ -122,20 +165,34 @@ def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
         forgetting.append(_mean(block) - _mean(again))
     speedups = [e["speedup"] for e in correct if e["speedup"]]
     shown_rules = sum(e["residents"] for e in train)
-    return {
-        "success": _mean([e["success"] for e in train]),
+    reported, used = sum(e["reported"] for e in train), sum(e["used"] for e in train)
+    both = sum(e["reported_used"] for e in train)
+    tokens = _mean([e["tokens"] for e in train])
+    success = _mean([e["success"] for e in train])
+    d = run.get("drift_episode")
+    stale_exit, stale_exposures = _drift_times(run, sim)
+    out = {
+        "success": success,
         "success_late": _mean([e["success"] for e in late]),
         "p_expected": _mean([e["p_expected"] for e in train]),
         "speedup": math.exp(sum(map(math.log, speedups)) / len(speedups)) if speedups else None,
         "z": _mean([e["z"] for e in correct]),
+        "success_per_1k": success / tokens * 1000 if tokens else None,
         "ndcg": _mean([e["ndcg"] for e in train]),
+        "ndcg_ctx": _mean([e["ndcg_ctx"] for e in train]),
         "fidelity": snap["fidelity"],
         "context_precision": _mean([e["shown_fit"] / e["shown"] for e in train if e["shown"]]),
         "shown": _mean([e["shown"] for e in train]),
-        "tokens": _mean([e["tokens"] for e in train]),
+        "tokens": tokens,
+        "report_precision": both / reported if reported else None,
+        "report_recall": both / used if used else None,
         "rulebook_precision": snap["rulebook_precision"],
         "rules": snap["rules"],
         "rule_relevance": (sum(e["residents_fit"] for e in train) / shown_rules) if shown_rules else None,
+        "success_post_drift": _mean([e["success"] for e in train[d:]]) if d is not None else None,
+        "stale_exit": stale_exit,
+        "stale_exposures": stale_exposures,
+        "lesson_first_shown": _lesson_wait(run, sim),
         "forgetting": _mean(forgetting),
         "transfer": _mean([e["success"] for e in held]),
         "transfer_early": _mean([e["success"] for fam in dict.fromkeys(e["family"] for e in held)
@@ -143,11 +200,17 @@ def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
         "lessons_merged": _mean([float(e["lesson_merged"]) for e in eps if e["lesson_merged"] is not None]),
         "items": run["snapshots"]["run_end"]["items"],
     }
+    for name, p in FAST_THRESHOLDS.items():
+        out[name] = _mean([float(bool(e["success"] and e["speedup"] and e["speedup"] > p)) for e in train])
+    return out
 
 
 def curve(eps: list[dict[str, Any]], key: str, window: int) -> list[float | None]:
     """Mean of `key` over consecutive non-overlapping windows of the stream."""
     return [_mean([e[key] for e in eps[i:i + window]]) for i in range(0, len(eps), window)]
+
+
+CURVES = ("success", "p_expected", "ndcg_ctx", "tokens")
 
 
 def aggregate(runs: list[dict[str, Any]], sim: SimConfig) -> dict[str, Any]:
@@ -160,13 +223,8 @@ def aggregate(runs: list[dict[str, Any]], sim: SimConfig) -> dict[str, Any]:
         "runtime_s": sum(r["runtime_s"] for r in runs),
         "cpu_s": sum(r["cpu_s"] for r in runs),
     }
-    for key in ("success", "p_expected", "ndcg", "tokens"):
+    for key in CURVES:
         per_seed = [curve(r["episodes"], key, sim.curve_window) for r in runs]
         points = [interval([c[i] for c in per_seed if c[i] is not None]) for i in range(len(per_seed[0]))]
         out["curves"][key] = {k: [p[k] for p in points] for k in ("mean", "lo", "hi")}
     return out
-
-
-def paired(a: list[float | None], b: list[float | None]) -> dict[str, float | int | None]:
-    """Interval of the per-seed difference a - b (same seeds, same luck)."""
-    return interval([x - y for x, y in zip(a, b) if x is not None and y is not None])

@@ -1,8 +1,9 @@
-"""One seeded world: which skills each operator needs, the starter memory, the
-task stream, and the ground truth that the metrics score the engine against.
+"""One seeded world: which skills each operator needs (and when), the starter
+memory, the task stream, and the ground truth that the metrics score the
+engine against.
 
 The engine never sees the ground truth: it sees item text, task text, which
-items the agent adopted and how the kernels measured.
+items the agent reported adopting and how the kernels measured.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from benchmarks.learning.catalogue import ALL_SKILLS, FAMILIES, IRRELEVANT, MISLEADING, SHARED, Family, Skill
+from benchmarks.learning.catalogue import ALL_SKILLS, FAMILIES, IRRELEVANT, MIRROR, MISLEADING, SHARED, Family, Skill
 from benchmarks.learning.config import SimConfig
 from sage_engine.models import NewItem
 
@@ -19,8 +20,19 @@ from sage_engine.models import NewItem
 class Operator:
     name: str
     family: str
-    needs: frozenset[str]  # skill ids
+    needs: frozenset[str]  # skill ids, before any drift
     t_ref_ms: float
+    pair: frozenset[str] = frozenset()  # two needed skills that only pay together; empty if none
+    harm: str | None = None  # a skill of its family that hurts this operator
+
+
+@dataclass(frozen=True)
+class Situation:
+    """What is true for one operator at one point of the stream."""
+
+    needs: frozenset[str]
+    harmful: frozenset[str]  # misleading skills, plus the operator's own harm
+    pair: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -40,6 +52,9 @@ class Truth:
     families: frozenset[str]
 
 
+_MISLEADING_IDS = frozenset(s.id for s in MISLEADING)
+
+
 @dataclass
 class World:
     seed: int
@@ -48,6 +63,8 @@ class World:
     affine: dict[str, tuple[str, ...]]  # family -> shared skill ids it relies on
     operators: dict[str, Operator]
     starter: list[tuple[NewItem, Truth]]
+    flipped: tuple[str, ...] = ()  # shared skills that flip at drift_episode
+    drift_episode: int | None = None
     tasks: list[Task] = field(default_factory=list)
 
     @property
@@ -57,27 +74,41 @@ class World:
     def operators_of(self, family: str) -> list[Operator]:
         return [o for o in self.operators.values() if o.family == family]
 
-    def gain(self, truth: Truth, op: Operator) -> int:
-        """Needed skills an item brings to a task, minus the misleading ones it carries."""
-        misleading = sum(1 for s in truth.skills if s in _MISLEADING_IDS)
-        return len(truth.skills & op.needs) - misleading
+    def drifted(self, t: int) -> bool:
+        return self.drift_episode is not None and t >= self.drift_episode
 
-    def value(self, truth: Truth) -> float:
-        """True usefulness of an item: its mean gain over the operators of the
-        families it speaks about (those whose tasks retrieve it)."""
+    def _swap(self, skills: frozenset[str], t: int) -> frozenset[str]:
+        if not self.drifted(t):
+            return skills
+        return frozenset(MIRROR[s] if s in self.flipped else s for s in skills)
+
+    def misleading(self, t: int) -> frozenset[str]:
+        if not self.drifted(t):
+            return _MISLEADING_IDS
+        return (_MISLEADING_IDS - {MIRROR[s] for s in self.flipped}) | set(self.flipped)
+
+    def situation(self, op: Operator, t: int) -> Situation:
+        harmful = self.misleading(t) | ({op.harm} if op.harm else set())
+        return Situation(self._swap(op.needs, t), frozenset(harmful), self._swap(op.pair, t))
+
+    def gain(self, truth: Truth, op: Operator, t: int) -> int:
+        """Needed skills an item brings to a task at time t, minus the harmful ones it carries."""
+        s = self.situation(op, t)
+        return len(truth.skills & s.needs) - len(truth.skills & s.harmful)
+
+    def value(self, truth: Truth, t: int) -> float:
+        """True usefulness of an item at time t: its mean gain over the
+        operators of the families it speaks about (those whose tasks retrieve it)."""
         ops = [o for f in truth.families for o in self.operators_of(f)]
-        return sum(self.gain(truth, o) for o in ops) / len(ops) if ops else 0.0
-
-
-_MISLEADING_IDS = frozenset(s.id for s in MISLEADING)
-
-
-def is_misleading(skill_id: str) -> bool:
-    return skill_id in _MISLEADING_IDS
+        return sum(self.gain(truth, o, t) for o in ops) / len(ops) if ops else 0.0
 
 
 def build_world(sim: SimConfig, seed: int) -> World:
+    # The first generator draws exactly what the first version of the world
+    # drew, so the easy world is unchanged; the harder mechanisms draw from
+    # their own generator.
     rng = random.Random(f"world:{seed}")
+    extra = random.Random(f"world-extra:{seed}")
     fams = list(FAMILIES)
     rng.shuffle(fams)
     train = fams[: sim.n_train_families]
@@ -87,9 +118,22 @@ def build_world(sim: SimConfig, seed: int) -> World:
     for fam in train + heldout:
         affine[fam.name] = tuple(s.id for s in rng.sample(SHARED, sim.shared_per_family))
         for op in fam.operators:
-            needs = rng.sample(affine[fam.name], sim.needed_shared) + [s.id for s in rng.sample(fam.skills, sim.needed_family)]
-            operators[op] = Operator(op, fam.name, frozenset(needs), round(rng.uniform(0.5, 2.0), 3))
-    world = World(seed, train, heldout, affine, operators, _starter(sim, rng, train + heldout, affine))
+            shared = rng.sample(affine[fam.name], sim.needed_shared)
+            own = [s.id for s in rng.sample(fam.skills, sim.needed_family)]
+            t_ref = round(rng.uniform(0.5, 2.0), 3)
+            pair = frozenset([extra.choice(sorted(shared)), extra.choice(sorted(own))]) if extra.random() < sim.p_pair else frozenset()
+            unneeded = sorted(s.id for s in fam.skills if s.id not in own)
+            harm = extra.choice(unneeded) if unneeded and extra.random() < sim.p_operator_harm else None
+            operators[op] = Operator(op, fam.name, frozenset(shared + own), t_ref, pair, harm)
+    starter = _starter(sim, rng, train + heldout, affine)
+    if sim.crowd_per_family:
+        starter += _crowd(sim, extra, train + heldout, affine)
+        extra.shuffle(starter)
+    world = World(seed, train, heldout, affine, operators, starter)
+    if sim.drift_skills:
+        world.drift_episode = sim.drift_episode
+        at = train[min(world.drift_episode // sim.episodes_per_family, len(train) - 1)]
+        world.flipped = tuple(sorted(extra.sample(affine[at.name], sim.drift_skills)))
     world.tasks = _stream(sim, world)
     return world
 
@@ -116,6 +160,25 @@ def _starter(sim: SimConfig, rng: random.Random, fams: list[Family], affine: dic
     return out
 
 
+def _crowd(sim: SimConfig, rng: random.Random, fams: list[Family], affine: dict[str, tuple[str, ...]]) -> list[tuple[NewItem, Truth]]:
+    """Useless notes in the words of a family's useful items: the skill's
+    phrase and cue, an operator and the family, then advice that does nothing
+    for the kernel. Lexical retrieval ranks them next to the useful ones."""
+    by_id = {s.id: s for s in SHARED}
+    out: list[tuple[NewItem, Truth]] = []
+    for fam in fams:
+        useful = list(fam.skills) + [by_id[i] for i in affine[fam.name]]
+        for _ in range(sim.crowd_per_family):
+            skill, noise, op = rng.choice(useful), rng.choice(IRRELEVANT), rng.choice(fam.operators)
+            item = NewItem(
+                title=f"{skill.phrase} notes for {op}",
+                content=f"While writing {op} ({fam.name} family) we looked at {skill.phrase} for the {skill.cue} case. {noise.advice}",
+                tags=[fam.name, op], operator=op, family=fam.name,
+            )
+            out.append((item, Truth(frozenset([noise.id]), frozenset([fam.name]))))
+    return out
+
+
 def family_item(skill: Skill, family: str, operator: str) -> NewItem:
     return NewItem(
         title=f"{skill.phrase} in {family} kernels",
@@ -134,6 +197,8 @@ def lesson_text(skill: Skill, family: str, operator: str, speedup: float) -> tup
 
 
 def task_query(op: Operator, rng: random.Random, sim: SimConfig) -> str:
+    # Mirrored skills share their cue word, so a query reads the same before
+    # and after a drift: the text cannot tell the engine that the world changed.
     cues = [ALL_SKILLS[s].cue for s in sorted(op.needs) if rng.random() < sim.p_hint]
     if rng.random() < sim.p_distractor_hint:
         other = sorted(set(ALL_SKILLS) - op.needs)
