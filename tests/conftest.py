@@ -10,6 +10,7 @@ it is skipped with the reason, unless SAGE_TEST_REQUIRE names that part
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -30,16 +31,25 @@ def require(part: str, reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def pg_cluster():
+@contextlib.contextmanager
+def postgres_cluster():
+    """A throwaway PostgreSQL cluster, removed afterwards (or a skip saying why not)."""
     from tests.support.postgres import remove_cluster, start_cluster
 
     try:
         cluster = start_cluster()
     except (RuntimeError, OSError) as exc:
         require("postgres", f"no PostgreSQL server for the tests: {exc}")
-    yield cluster
-    remove_cluster(cluster)
+    try:
+        yield cluster
+    finally:
+        remove_cluster(cluster)
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    with postgres_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -69,10 +69,8 @@ class EpisodeService:
             if episode_id is None:
                 # Idle episodes, and this client's previous one for the task, are
                 # closed and credited in the same transaction.
-                stale = self.store.episodes.idle(time.time() - self.config.episode_idle_s)
-                if key.client:
-                    stale += self.store.episodes.open_for(key.client, key.task)
-                closed = [self._close(e) for e in dict.fromkeys(stale)]
+                stale = self.store.episodes.idle(time.time() - self.config.episode_idle_s, client=key.client, task=key.task)
+                closed = [self._close(e) for e in stale]
                 now = time.time()
                 episode_id = self.store.episodes.open(
                     dict(key.__dict__, author=user, created_at=now, last_activity=now))

@@ -6,20 +6,14 @@ import anyio
 import pytest
 
 from sage_engine.config import Config
-from tests.conftest import require
+from tests.conftest import postgres_cluster
 from tests.mcp.mcp_support import connect, seed, text
 
 
 @pytest.fixture
 def own_cluster():
-    from tests.support.postgres import remove_cluster, start_cluster
-
-    try:
-        cluster = start_cluster()
-    except (RuntimeError, OSError) as exc:
-        require("postgres", f"no PostgreSQL server for the tests: {exc}")
-    yield cluster
-    remove_cluster(cluster)
+    with postgres_cluster() as cluster:
+        yield cluster
 
 
 async def test_a_database_that_goes_away_is_a_clear_error_and_the_next_call_works(own_cluster, tmp_path):

@@ -22,20 +22,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Iterator, Sequence
 
 from sage_engine.errors import NotFound, StoreError
-from sage_engine.memory.store.schema import JSON_COLUMNS, MIGRATIONS, TABLES
+from sage_engine.memory.store.schema import JSON_COLUMNS, MIGRATIONS, TABLES, split_sql
 
+log = logging.getLogger(__name__)
 Row = dict[str, Any]
 
 
 class Store(ABC):
-    dialect: ClassVar[str]
+    dialect: ClassVar[str]  # also the name of the Migration field holding this dialect's SQL
     # The SQL name of the two-argument maximum (`max` in SQLite, `GREATEST` in PostgreSQL).
     greatest: ClassVar[str]
+    real: ClassVar[str]  # the 64-bit floating point type
 
     def __init__(self) -> None:
         from sage_engine.memory.store.audit import AuditRecords
@@ -79,11 +83,7 @@ class Store(ABC):
     def _execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
     @abstractmethod
-    def applied_migrations(self) -> list[str]: ...
-
-    @abstractmethod
-    def migrate(self) -> list[str]:
-        """Apply pending migrations; return the names applied."""
+    def _has_table(self, name: str) -> bool: ...
 
     def after_import(self) -> None:
         """Repair what copying rows with their ids leaves behind (sequences)."""
@@ -156,6 +156,31 @@ class Store(ABC):
         return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(_encode, changes.values()), key])
 
     # ----------------------------------------------------------------- schema
+
+    def applied_migrations(self) -> list[str]:
+        with self.transaction(write=False):
+            if not self._has_table("migrations"):
+                return []
+            return [r["name"] for r in self.rows("SELECT name FROM migrations ORDER BY name")]
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations, each in the transaction that records it
+        (all pending ones in one, under the write lock, so two processes
+        opening a new memory at once cannot both apply one)."""
+        applied: list[str] = []
+        with self.transaction():
+            self.run(f"CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at {self.real} NOT NULL)")
+            done = {r["name"] for r in self.rows("SELECT name FROM migrations")}
+            self.check_known(done)
+            for m in MIGRATIONS:
+                if m.name in done:
+                    continue
+                for statement in split_sql(getattr(m, self.dialect)):
+                    self.run(statement)
+                self.run("INSERT INTO migrations VALUES (?, ?)", (m.name, time.time()))
+                applied.append(m.name)
+                log.info("applied migration %s to %s", m.name, self.describe())
+        return applied
 
     def schema_status(self) -> dict[str, list[str]]:
         applied = self.applied_migrations()

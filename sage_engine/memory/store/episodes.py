@@ -32,12 +32,12 @@ class EpisodeRecords:
             raise NotFound(f"no episode with id {episode_id}; start one with retrieve_rules")
         return row
 
-    def open_for(self, client: str, task: str) -> list[int]:
-        rows = self.store.rows("SELECT id FROM episodes WHERE status = 'open' AND client = ? AND task = ? ORDER BY id", (client, task))
-        return [r["id"] for r in rows]
-
-    def idle(self, cutoff: float) -> list[int]:
-        rows = self.store.rows("SELECT id FROM episodes WHERE status = 'open' AND last_activity < ? ORDER BY id", (cutoff,))
+    def idle(self, cutoff: float, *, client: str | None = None, task: str | None = None) -> list[int]:
+        """Open episodes idle since `cutoff`, and (given a client and task)
+        that client's open episode for that task, which a new retrieval ends."""
+        rows = self.store.rows(
+            "SELECT id FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?)) ORDER BY id",
+            (cutoff, client, task))
         return [r["id"] for r in rows]
 
     def touch(self, episode_id: int, now: float) -> None:
@@ -74,13 +74,12 @@ class EpisodeRecords:
     # ------------------------------------------------------------- retrievals
 
     def log_shown(self, episode_id: int, shown: Iterable[dict[str, Any]], query: str, now: float) -> None:
-        for s in shown:
-            self.store.run(
+        rows = [(episode_id, s["id"], s["rank"], s["score"], s["similarity"], s["exploration"], s["utility"],
+                 int(s["resident"]), query, now) for s in shown]
+        if rows:
+            self.store.run_many(
                 "INSERT INTO retrievals (episode_id, item_id, rank, score, similarity, exploration, utility, resident, query, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (episode_id, s["id"], s["rank"], s["score"], s["similarity"], s["exploration"], s["utility"],
-                 int(s["resident"]), query, now),
-            )
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def shown_ids(self, episode_id: int) -> list[int]:
         rows = self.store.rows("SELECT DISTINCT item_id FROM retrievals WHERE episode_id = ? ORDER BY item_id", (episode_id,))

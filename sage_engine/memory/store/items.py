@@ -86,11 +86,16 @@ class ItemRecords:
         )
 
     def mark_shown(self, ids: Iterable[int]) -> None:
-        for item_id in ids:
-            self.store.run("UPDATE items SET n_retrieved = n_retrieved + 1 WHERE id = ?", (item_id,))
+        ids = list(ids)
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self.store.run(f"UPDATE items SET n_retrieved = n_retrieved + 1 WHERE id IN ({marks})", ids)
 
     def total_retrievals(self) -> int:
-        return int(self.store.scalar("SELECT CAST(COALESCE(SUM(n_retrieved), 0) AS BIGINT) AS n FROM items") or 0)
+        """How many showings were ever logged: the N of the exploration bonus.
+        The newest retrieval-log id, an index lookup however large the memory
+        (a SUM over every item's count reads the whole table)."""
+        return int(self.store.scalar("SELECT COALESCE(MAX(id), 0) AS n FROM retrievals") or 0)
 
     # ---------------------------------------------------------------- search
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import time
 from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from sage_engine.errors import StoreError
 from sage_engine.memory.store.base import Row, Store
-from sage_engine.memory.store.schema import ID_TABLES, MIGRATIONS, split_sql
+from sage_engine.memory.store.schema import ID_TABLES
 from sage_engine.memory.store.sqlite import BM25_WEIGHTS
 
 log = logging.getLogger(__name__)
@@ -50,6 +49,7 @@ def redact(url: str) -> str:
 class PostgresStore(Store):
     dialect = "postgres"
     greatest = "GREATEST"
+    real = "DOUBLE PRECISION"
 
     def __init__(self, url: str, *, pool_size: int = 8, connect_timeout_s: float = 10.0, bm25_weights=BM25_WEIGHTS):
         super().__init__()
@@ -149,28 +149,8 @@ class PostgresStore(Store):
         with conn.cursor() as cur:
             cur.executemany(_placeholders(sql), [tuple(r) for r in rows])
 
-    def applied_migrations(self) -> list[str]:
-        with self.transaction(write=False):
-            exists = self.scalar("SELECT to_regclass('migrations') IS NOT NULL AS present")
-            if not exists:
-                return []
-            return [r["name"] for r in self.rows("SELECT name FROM migrations ORDER BY name")]
-
-    def migrate(self) -> list[str]:
-        applied: list[str] = []
-        with self.transaction():
-            self.run("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)")
-            done = {r["name"] for r in self.rows("SELECT name FROM migrations")}
-            self.check_known(done)
-            for m in MIGRATIONS:
-                if m.name in done:
-                    continue
-                for statement in split_sql(m.postgres):
-                    self.run(statement)
-                self.run("INSERT INTO migrations VALUES (?, ?)", (m.name, time.time()))
-                applied.append(m.name)
-                log.info("applied migration %s to %s", m.name, self.describe())
-        return applied
+    def _has_table(self, name: str) -> bool:
+        return bool(self.scalar("SELECT to_regclass(?) IS NOT NULL AS present", (name,)))
 
     def after_import(self) -> None:
         # Rows arrived with their ids: move each identity sequence past them.

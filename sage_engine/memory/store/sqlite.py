@@ -12,13 +12,11 @@ import contextlib
 import logging
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sage_engine.errors import StoreError
 from sage_engine.memory.store.base import Row, Store
-from sage_engine.memory.store.schema import MIGRATIONS, split_sql
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +28,7 @@ BM25_WEIGHTS = (4.0, 1.0, 2.0, 2.0, 2.0)
 class SqliteStore(Store):
     dialect = "sqlite"
     greatest = "max"
+    real = "REAL"
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 10_000, bm25_weights=BM25_WEIGHTS):
         super().__init__()
@@ -116,34 +115,8 @@ class SqliteStore(Store):
         with self._lock:
             conn.executemany(sql, [tuple(r) for r in rows])
 
-    def applied_migrations(self) -> list[str]:
-        with self._lock:
-            exists = self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'migrations'").fetchone()
-            if not exists:
-                return []
-            return [r["name"] for r in self.conn.execute("SELECT name FROM migrations ORDER BY name")]
-
-    def migrate(self) -> list[str]:
-        applied: list[str] = []
-        with self.transaction():
-            conn = self._local.tx["conn"]
-            conn.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-            done = {r["name"] for r in conn.execute("SELECT name FROM migrations")}
-            self.check_known(done)
-            for m in MIGRATIONS:
-                if m.name in done:
-                    continue
-                # executescript would COMMIT our transaction; run statement by statement.
-                for statement in split_sql(m.sqlite):
-                    conn.execute(statement)
-                conn.execute("INSERT INTO migrations VALUES (?, ?)", (m.name, time.time()))
-                applied.append(m.name)
-                log.info("applied migration %s to %s", m.name, self.path)
-        return applied
-
-    def fts_count(self, term: str) -> int:
-        """Rows the FTS index finds for one term (an integrity check for tests and `memory check`)."""
-        return self.scalar("SELECT COUNT(*) FROM items_fts WHERE items_fts MATCH ?", (f'"{term}"',))
+    def _has_table(self, name: str) -> bool:
+        return self.one("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)) is not None
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple) -> Row:
