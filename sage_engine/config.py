@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import getpass
+import json
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -91,6 +92,22 @@ class Config:
     suspicious_speedup: float = 20.0
     eval_threads: int = 1  # same thread count for reference and candidate
     warm_pool: bool = True  # fork candidates from a worker that imported torch
+    # "local": evaluate on this machine; "ray": on the hosts of a Ray cluster
+    # that have the backend's resource (the server may run anywhere).
+    executor: str = "local"
+    # The cluster (RAY_ADDRESS or SAGE_RAY_ADDRESS); None: Ray's own default
+    # ("auto", a cluster started on this machine).
+    ray_address: str | None = None
+    # A host lost mid-evaluation gets its evaluation run once more elsewhere;
+    # twice lost is more likely the candidate's doing than bad luck.
+    ray_retries: int = 1
+    # How long an evaluation may wait for a host with the resource it needs
+    # before it is reported as not run.
+    ray_queue_timeout_s: float = 300.0
+    # Resources an evaluation requests, per backend; unnamed backends use
+    # npu: {"NPU": 1}, cuda: {"GPU": 1}, others: {"CPU": 1}. JSON in the
+    # environment (SAGE_RAY_RESOURCES='{"cpu": {"CPU": 2}}').
+    ray_resources: dict = field(default_factory=dict, hash=False)
 
     # --- sandbox confinement and concurrency (evaluation) --------------------
     # "auto": bubblewrap where it works here, else process limits only, and
@@ -248,6 +265,12 @@ class Config:
                 f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, "
                 f"got {self.credit_strategy!r}"
             )
+        if self.executor not in ("local", "ray"):
+            raise InvalidInput(f"executor must be 'local' or 'ray', got {self.executor!r}")
+        if not isinstance(self.ray_resources, dict) or not all(
+                isinstance(v, dict) and all(isinstance(n, (int, float)) and n >= 0 for n in v.values())
+                for v in self.ray_resources.values()):
+            raise InvalidInput('ray_resources maps a backend to resources, e.g. {"cpu": {"CPU": 2}}')
         if self.rulebook_scope not in ("task", "global"):
             raise InvalidInput(f"rulebook_scope must be 'task' or 'global', got {self.rulebook_scope!r}")
         if self.learning_rate_form not in ("harmonic", "constant"):
@@ -284,6 +307,8 @@ class Config:
             if raw is None:
                 continue
             values[f.name] = _parse(f, raw)
+        if "ray_address" not in values and env.get("RAY_ADDRESS"):
+            values["ray_address"] = env["RAY_ADDRESS"]  # Ray's own variable, so one setting serves both
         spec = db if db is not None else env.get("SAGE_DB")
         if spec is not None and str(spec).strip():
             if is_db_url(str(spec)):
@@ -309,6 +334,8 @@ def _parse(f: dataclasses.Field, raw: str) -> Any:
             return float(raw)
         if kind.startswith("tuple"):
             return tuple(float(x) for x in raw.split(","))
-    except ValueError as exc:
+        if kind == "dict":
+            return json.loads(raw)
+    except ValueError as exc:  # json.JSONDecodeError is one
         raise InvalidInput(f"SAGE_{f.name.upper()}={raw!r} is not a valid {kind}") from exc
     return raw

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import threading
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -194,16 +196,19 @@ class Engine:
 
     def evaluate(self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
                  adopted: Sequence[Adoption] = (), trials: int | None = None, progress: Progress | None = None,
-                 candidate_path: str | None = None, cancel: Any = None) -> EvalResult:
+                 candidate_path: str | None = None, cancel: threading.Event | None = None) -> EvalResult:
+        """Check, evaluate (here or on a cluster host, no transaction open),
+        then record the attempt once (its request id makes a repeat a no-op).
+        `cancel` set kills the evaluation; it then raises and nothing is recorded."""
         source, path = self.resolve_candidate(candidate)
         if trials is not None and not 1 <= trials <= 20:
             raise InvalidInput("trials must lie in 1..20")
         the_task = self.load_task(task)
         self.episodes.check_attempt(episode_id, adopted)
-        # `cancel` (a threading.Event) kills the evaluation; the harness then raises and nothing is recorded.
-        result = self.harness.evaluate(the_task, source, backend=backend or self.config.backend, trials=trials,
-                                       progress=progress, cancel=cancel)
-        return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path)
+        request_id = uuid.uuid4().hex
+        result = self.evaluation.run(the_task, source, backend=backend, trials=trials, progress=progress, cancel=cancel)
+        return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path,
+                                  request_id=request_id)
 
     def record_result(self, result: EvalResult, *, episode_id: int | None = None, adopted: Sequence[Adoption] = (),
                       candidate_path: str | None = None, request_id: str | None = None) -> EvalResult:
@@ -276,6 +281,14 @@ class Engine:
 
     def backends(self) -> list[BackendStatus]:
         return self.evaluation.backends()
+
+    def evaluation_hosts(self) -> list:
+        """The hosts evaluations run on and their free NPU/GPU/CPU slots."""
+        return self.evaluation.executor.hosts()
+
+    def running_evaluations(self) -> list:
+        """Evaluations queued or running (on a cluster: every server's)."""
+        return self.evaluation.executor.running()
 
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         return self.evaluation.setup_backend(name, log=log, force=force)

@@ -302,6 +302,7 @@ class EvalResult(_Model):
         description="Seconds per phase: startup, import (compile), correctness, timing, model_calls",
     )
     duration_s: float = 0.0
+    host: str | None = Field(None, description="The machine that ran the evaluation")
     attempt_id: int | None = None
     episode_id: int | None = None
     created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")

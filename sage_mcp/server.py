@@ -231,9 +231,19 @@ def _version() -> str:
         return "0"
 
 
+def check_executor(config: Config) -> None:
+    """A server told to evaluate on a cluster it cannot reach says so at
+    start, naming RAY_ADDRESS, rather than at its first evaluation."""
+    if config.executor == "ray":
+        from sage_engine.evaluation.ray_executor import connect
+
+        connect(config)
+
+
 def banner(config: Config, confinement: str = "") -> str:
     return (
-        f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}); speaking MCP on stdin/stdout.\n"
+        f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}, "
+        f"{'evaluating on the Ray cluster' if config.executor == 'ray' else 'evaluating here'}); speaking MCP on stdin/stdout.\n"
         + (f"confinement: {confinement}\n" if confinement else "")
         + f"Connect a client:\n{connect_hint(config.database)}"
     )
@@ -244,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
     parser.add_argument("--db", help="memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB")
     parser.add_argument("--backend", choices=BACKENDS, help="default evaluation backend (env SAGE_BACKEND)")
+    parser.add_argument("--executor", choices=("local", "ray"),
+                        help="evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS; env SAGE_EXECUTOR)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     parser.add_argument("--quiet", action="store_true", help="no banner")
     args = parser.parse_args(argv)
@@ -251,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = Config.from_env(db=args.db, backend=args.backend)
+        config = Config.from_env(db=args.db, backend=args.backend, executor=args.executor)
+        check_executor(config)
     except SageError as exc:
         print(f"sage-mcp: {exc}", file=sys.stderr)
         return 2

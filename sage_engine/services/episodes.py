@@ -143,7 +143,7 @@ class EpisodeService:
                 "episode_id": episode_id, "task": result.task, "backend": result.backend, "status": result.status,
                 "candidate_hash": result.candidate_hash, "candidate_path": candidate_path, "speedup": result.speedup,
                 "candidate_ms": timing.median_ms if timing else None, "created_at": now, "author": user,
-                "request_id": request_id, "host": host,
+                "request_id": request_id, "host": host or result.host,
                 # attempt_id, episode_id and created_at live in their columns.
                 "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
             })

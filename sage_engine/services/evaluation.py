@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.memory import validation
-from sage_engine.models import BackendStatus, TaskSummary
+from sage_engine.models import BackendStatus, EvalResult, TaskSummary
 
 if TYPE_CHECKING:
+    from sage_engine.evaluation.executor import Executor
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.tasks import Task
 
@@ -29,6 +31,8 @@ class EvaluationService:
     def __init__(self, config: Config):
         self.config = config
         self._harness: Harness | None = None
+        self._executor: Executor | None = None
+        self._lock = threading.Lock()
 
     @property
     def harness(self) -> "Harness":
@@ -40,7 +44,25 @@ class EvaluationService:
             self._harness = Harness(self.config)
         return self._harness
 
+    @property
+    def executor(self) -> "Executor":
+        """Local (this machine's harness) or Ray (the cluster's hosts), made
+        on first use: memory-only commands never connect to a cluster."""
+        with self._lock:
+            if self._executor is None:
+                from sage_engine.evaluation.executor import get_executor
+
+                self._executor = get_executor(self.config, lambda: self.harness)
+            return self._executor
+
+    def run(self, task: "Task", source: str, *, backend: str | None, trials: int | None,
+            progress: Callable | None, cancel: threading.Event | None) -> EvalResult:
+        return self.executor.evaluate(task, source, backend=backend or self.config.backend, trials=trials,
+                                      progress=progress, cancel=cancel)
+
     def close(self) -> None:
+        if self._executor is not None:
+            self._executor.close()
         if self._harness is not None:
             self._harness.close()
 

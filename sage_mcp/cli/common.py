@@ -26,13 +26,13 @@ class State:
     """Options of the root group; the Engine opens on first use only, so
     `sage --help` and `sage mcp config` never touch a database."""
 
-    def __init__(self, db: str | None, backend: str | None, as_json: bool):
-        self.db, self.backend, self.as_json = db, backend, as_json
+    def __init__(self, db: str | None, backend: str | None, as_json: bool, executor: str | None = None):
+        self.db, self.backend, self.as_json, self.executor = db, backend, as_json, executor
         self._engine = None
 
     @property
     def config(self) -> Config:
-        return Config.from_env(db=self.db, backend=self.backend)
+        return Config.from_env(db=self.db, backend=self.backend, executor=self.executor)
 
     @property
     def engine(self):
@@ -111,3 +111,16 @@ def db_option(fn: Callable) -> Callable:
 
     return click.option("--db", "db_local", expose_value=False, callback=callback, is_eager=True,
                         help="Memory: a SQLite file or a postgresql:// URL (env SAGE_DB).")(fn)
+
+
+def executor_option(fn: Callable) -> Callable:
+    """`--executor local|ray` after a subcommand too (`sage bench F --task T --executor ray`)."""
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            ctx.find_object(State).executor = value
+        return value
+
+    return click.option("--executor", "executor_local", type=click.Choice(["local", "ray"]), expose_value=False,
+                        callback=callback, is_eager=True,
+                        help="Evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS names it).")(fn)

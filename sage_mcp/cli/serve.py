@@ -28,7 +28,9 @@ def serve(state: State, host: str, port: int, allow_remote: bool, token_file: st
     servers themselves should use the stdio command `sage-mcp` instead.
     """
     from sage_mcp.http_transport import serve as serve_http
+    from sage_mcp.server import check_executor
 
+    check_executor(state.config)
     serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file, tokens_file=tokens_file)
 
 

@@ -21,10 +21,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from sage_engine.config import Config
 from sage_engine.evaluation.confine import probe
 from sage_engine.models import EvalResult
 from tests.evaluation.hostile_support import HOSTILE, Victim, header, memory_rows, processes_with
-from tests.mcp.mcp_support import SAGE_MCP, SUITE, stdio_params
+from tests.mcp.mcp_support import SAGE_MCP, SUITE, stdio_params as config_params
 
 CONFINEMENT = probe("auto")
 pytestmark = pytest.mark.skipif(not CONFINEMENT.confined, reason=f"needs bubblewrap: {CONFINEMENT.describe()}")
@@ -36,6 +37,10 @@ HUNG_RELU = GOOD_RELU.replace("return torch.clamp(x, min=0.0)", "while True:\n  
 ATTACKS = ("deletes_memory", "reads_home_secret", "connects_loopback", "kills_supervisor", "poisons_reference")
 CANCEL_LIMIT_S = 1.0  # a cancelled evaluation's processes are gone within this
 SECOND_START_LIMIT_S = 2.0  # another client's evaluation starts within this while one hangs
+
+
+def stdio_params(db: Path, cwd: Path, cache: Path, **env: str):
+    return config_params(Config(db_path=db, cache_dir=cache), cwd, **env)
 
 
 def _cmdline(pid: int) -> list[bytes]:
@@ -86,7 +91,8 @@ async def test_hostile_candidates_sent_over_stdio_reach_nothing_and_the_server_l
     victim = Victim.create(root, root / "data" / "cache")
     before = memory_rows(victim.db)
     try:
-        params = stdio_params(victim.db, tmp_path, HOME=str(victim.home), SAGE_CANDIDATE_ROOTS=str(RELU.parent))
+        params = stdio_params(victim.db, tmp_path, victim.db.parent / "cache", HOME=str(victim.home),
+                              SAGE_CANDIDATE_ROOTS=str(RELU.parent))
         with anyio.fail_after(600):
             async with Client(params) as c:
                 pong = (await c.call_tool("ping", {})).structured_content
@@ -113,7 +119,7 @@ async def test_hostile_candidates_sent_over_stdio_reach_nothing_and_the_server_l
         assert processes_with(f"sage-worker-{server}-") == []
         # A new server opens the memory, and every item is still there.
         with anyio.fail_after(120):
-            async with Client(stdio_params(victim.db, tmp_path)) as c:
+            async with Client(stdio_params(victim.db, tmp_path, victim.db.parent / "cache")) as c:
                 listed = json.dumps((await c.call_tool("search_memory", {"query": "lesson"})).structured_content)
                 assert all(f"lesson {i}" in listed for i in range(3)), listed
     finally:
@@ -132,7 +138,7 @@ async def _bench_until_running(c: Client, source: str, running: anyio.Event, out
 async def test_a_cancelled_compile_and_bench_kills_its_evaluation_within_a_second(tmp_path):
     db = tmp_path / "memory.db"
     with anyio.fail_after(300):
-        async with Client(stdio_params(db, tmp_path, SAGE_CANDIDATE_ROOTS=str(RELU.parent))) as c:
+        async with Client(stdio_params(db, tmp_path, tmp_path / "cache", SAGE_CANDIDATE_ROOTS=str(RELU.parent))) as c:
             server = server_pid(str(db))
             running, outcome = anyio.Event(), {}
             async with anyio.create_task_group() as tg:

@@ -1,0 +1,200 @@
+"""A real local Ray cluster for tests: a head node and worker nodes, each a
+`ray start --block` process this module started and stops, on a temporary
+directory.
+
+Worker nodes declare resource labels (for example `{"NPU": 1}`): labels the
+scheduler matches, not devices. Each worker also carries a label of its own
+name, so a test can tell which node ran an evaluation and kill that node's
+raylet.
+
+Ray advertises a machine's own network address, not 127.0.0.1, unless that
+address is the only one: scripts/test runs the `ray` tests inside a network
+namespace that holds only the loopback interface (`unshare -n`), so every
+port the cluster opens is on 127.0.0.1 and nothing can leave the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RAY = Path(sys.executable).parent / "ray"
+START_TIMEOUT_S = 180.0  # `ray start` on a loaded two-core machine
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def _session_members(sid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@dataclass
+class Node:
+    name: str
+    proc: subprocess.Popen
+    resources: dict[str, float]
+
+    def raylet(self) -> int | None:
+        stack = [self.proc.pid]
+        while stack:
+            pid = stack.pop()
+            for kid in _children(pid):
+                if _name(kid) == "raylet":
+                    return kid
+                stack.append(kid)
+        return None
+
+    def kill_raylet(self) -> None:
+        pid = self.raylet()
+        if pid is None:
+            raise RuntimeError(f"node {self.name} has no raylet")
+        os.kill(pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        """`ray start --block` stops its node on SIGTERM; whatever of the
+        node's session outlives that (workers, dashboard) is killed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        deadline = time.monotonic() + 30
+        while _session_members(self.proc.pid) and time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)  # SIGKILLed processes take a moment to go
+        if self.proc.poll() is None:
+            self.proc.wait(timeout=30)
+
+
+@dataclass
+class Cluster:
+    temp: Path
+    port: int
+    # Token authentication, as a team cluster should run: every node, and
+    # every process that connects, needs the cluster's token. Ray reads it
+    # when it is imported, so the test process sets it before that.
+    token: str = field(default_factory=lambda: os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32))
+    head: Node | None = None
+    workers: dict[str, Node] = field(default_factory=dict)
+    starting: list[Node] = field(default_factory=list)  # every node started, for stop()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token, "RAY_USAGE_STATS_ENABLED": "0"}
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _start(self, name: str, args: list[str], resources: dict[str, float]) -> Node:
+        log = open(self.temp / f"{name}.log", "wb")
+        proc = subprocess.Popen(
+            [str(RAY), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
+             "--resources", json.dumps(resources), *args],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, **self.env},
+        )
+        node = Node(name, proc, resources)
+        self.starting.append(node)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while node.raylet() is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                node.stop()
+                raise RuntimeError(f"ray node {name} did not start: {(self.temp / f'{name}.log').read_text()[-2000:]}")
+            time.sleep(0.2)  # polling a process we started; there is no event to wait on
+        return node
+
+    def start_head(self, num_cpus: int = 1) -> None:
+        self.head = self._start("head", ["--head", "--port", str(self.port), "--temp-dir", str(self.temp / "ray"),
+                                         "--num-cpus", str(num_cpus), "--include-dashboard", "true",
+                                         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(_free_port())],
+                                {"sage_test_head": 1})
+
+    def add_worker(self, name: str, labels: dict[str, float], num_cpus: int = 1) -> Node:
+        node = self._start(name, ["--address", self.address, "--num-cpus", str(num_cpus)],
+                           {**labels, f"sage_test_{name}": 1})
+        self.workers[name] = node
+        return node
+
+    def wait_for_nodes(self, count: int) -> None:
+        import ray
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while sum(1 for n in ray.nodes() if n["Alive"]) < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {[n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]} joined")
+            time.sleep(0.2)
+
+    def node_of(self, node_id: str) -> Node | None:
+        import ray
+
+        for info in ray.nodes():
+            if info["NodeID"] == node_id:
+                for name, node in self.workers.items():
+                    if f"sage_test_{name}" in info["Resources"]:
+                        return node
+        return None
+
+    def stop(self) -> None:
+        for node in reversed(self.starting):
+            node.stop()
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def start_cluster() -> Cluster:
+    temp = Path(tempfile.mkdtemp(prefix="sage-ray-"))
+    cluster = Cluster(temp, _free_port())
+    try:
+        cluster.start_head()
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
