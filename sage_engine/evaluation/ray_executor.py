@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from sage_engine.config import Config, default_cache_dir
 from sage_engine.errors import BackendUnavailable, SageError
 from sage_engine.evaluation.executor import HostSlots, Progress, RunningEvaluation, this_host
+from sage_engine.evaluation.harness import EvaluationCancelled
 from sage_engine.models import EvalResult
 
 if TYPE_CHECKING:
@@ -61,11 +62,15 @@ def connect(config: Config) -> None:
     """Join the cluster once per process; a clear error when it is not there."""
     import ray
 
-    if ray.is_initialized():
-        return
     address = config.ray_address or "auto"
     if address != "auto":
         _probe(address)
+    if ray.is_initialized():
+        current = ray.get_runtime_context().gcs_address
+        if address != "auto" and not _same_address(address, current):
+            raise BackendUnavailable(f"this process already evaluates on the Ray cluster at {current}, not "
+                                     f"RAY_ADDRESS={address}: one cluster per server process")
+        return
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING,
                  configure_logging=False)
@@ -75,6 +80,17 @@ def connect(config: Config) -> None:
             "with `ray start --head` (and `ray start --address HEAD:PORT` on each evaluation host), set RAY_ADDRESS "
             "to the head's address, or evaluate here with --executor local"
         ) from exc
+
+
+def _same_address(a: str, b: str) -> bool:
+    def norm(address: str) -> tuple[str, str]:
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            return socket.gethostbyname(host.strip("[]") or "127.0.0.1"), port
+        except OSError:
+            return host, port
+
+    return norm(a) == norm(b)
 
 
 PROBE_TIMEOUT_S = 5.0  # ray.init retries an unreachable address for minutes; a TCP connect says it at once
@@ -125,7 +141,7 @@ class RayExecutor:
                 now = time.monotonic()
                 if cancel is not None and cancel.is_set():
                     ray.cancel(gen)
-                    return lost("cancelled by the caller")
+                    raise EvaluationCancelled("the evaluation was cancelled; the host stopped it and nothing was recorded")
                 if watch.started is None and now - watch.waiting_since > c.ray_queue_timeout_s:
                     ray.cancel(gen)
                     return lost(f"no host with {backend_resources(c, backend)} free within {c.ray_queue_timeout_s:.0f} s "
@@ -208,6 +224,10 @@ class _Watch:
         (after a retry Ray skips the events the caller already read, so the
         retry's own "started" may never arrive)."""
         if node != self.node:
+            if self.node is not None:
+                # Events from a second node: Ray retried there, which it does only when the first was lost
+                # (exceptions are not retried), possibly before the liveness check below noticed.
+                self.lost_hosts.append(self.hosts[-1])
             self.started, self.node = time.monotonic(), node
             self.hosts.append(host)
 

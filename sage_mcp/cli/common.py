@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import dataclasses
 import json
 import sys
 from typing import Any, Callable, Iterable, Sequence
@@ -65,6 +66,8 @@ def handle_errors(fn: Callable) -> Callable:
 def to_jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value))
     if isinstance(value, (list, tuple)):
         return [to_jsonable(v) for v in value]
     if isinstance(value, dict):

@@ -73,17 +73,27 @@ def backends() -> None:
 @pass_state
 @handle_errors
 def backends_list(state: State) -> None:
-    """Every backend, whether it is ready here, how its candidates are confined, and how to make it ready."""
+    """Every backend, whether it is ready here, how its candidates are confined, and how to make it ready;
+    with `--executor ray`, also the cluster's hosts and their free NPU/GPU/CPU slots."""
     rows = state.engine.backends()
     confinement = state.engine.confinement()
+    hosts = state.engine.evaluation_hosts() if state.engine.config.executor == "ray" else None
 
-    def render(rs):
+    def render(value):
         table(None, ["backend", "ready", "hardware", "confinement", "reason / setup"],
               [(b.name, "yes" if b.ready else "no", b.hardware or "-", confinement.mode,
-                b.reason if b.ready else f"{b.reason} — {b.setup}") for b in rs])
+                b.reason if b.ready else f"{b.reason} — {b.setup}") for b in rows])
         console.print(f"confinement: {confinement.describe()}", highlight=False, markup=False)
+        if hosts is not None:
+            table("evaluation hosts (Ray)", ["host", "alive", "NPU free/total", "GPU free/total", "CPU free/total"],
+                  [(h.host, "yes" if h.alive else "no", *(_slots(h, r) for r in ("NPU", "GPU", "CPU"))) for h in hosts])
 
-    emit(state, rows, render)
+    emit(state, rows if hosts is None else {"backends": rows, "hosts": hosts}, render)
+
+
+def _slots(host, resource: str) -> str:
+    total = host.total.get(resource, 0)
+    return f"{host.free.get(resource, 0):g}/{total:g}" if total else "-"
 
 
 def _progress() -> Progress:

@@ -45,7 +45,7 @@ def ray_cluster():
         cluster.add_worker("a", LABEL)
         cluster.add_worker("b", LABEL)
         ray.init(address=cluster.address, namespace="sage", log_to_driver=False)
-        cluster.wait_for_nodes(3)
+        cluster.wait_for_nodes()
         yield cluster
     finally:
         ray.shutdown()

@@ -77,6 +77,7 @@ class Node:
     name: str
     proc: subprocess.Popen
     resources: dict[str, float]
+    killed: bool = False  # its raylet was killed on purpose
 
     def raylet(self) -> int | None:
         stack = [self.proc.pid]
@@ -93,6 +94,7 @@ class Node:
         if pid is None:
             raise RuntimeError(f"node {self.name} has no raylet")
         os.kill(pid, signal.SIGKILL)
+        self.killed = True
 
     def stop(self) -> None:
         """`ray start --block` stops its node on SIGTERM; whatever of the
@@ -164,14 +166,26 @@ class Cluster:
         self.workers[name] = node
         return node
 
-    def wait_for_nodes(self, count: int) -> None:
+    def wait_for_nodes(self) -> None:
+        """Until Ray sees exactly the nodes whose `ray start` still runs: each
+        started one alive, each stopped or killed one dead (Ray notices a lost
+        node seconds later, so counting alive nodes right after a kill lies)."""
         import ray
 
         deadline = time.monotonic() + START_TIMEOUT_S
-        while sum(1 for n in ray.nodes() if n["Alive"]) < count:
+        while True:
+            alive = {k.removeprefix("sage_test_") for n in ray.nodes() if n["Alive"]
+                     for k in n.get("Resources", {}) if k.startswith("sage_test_")}
+            expected = {n.name for n in self.starting if n.proc.poll() is None and not n.killed}
+            if alive == expected:
+                return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {[n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]} joined")
-            time.sleep(0.2)
+                dead = [f"{n.name} exited ({n.proc.returncode}): "
+                        f"{(self.temp / f'{n.name}.log').read_text(errors='replace')[-1500:]}"
+                        for n in self.starting if n.proc.poll() is not None and not n.killed]
+                raise RuntimeError(f"Ray sees {sorted(alive)}, running are {sorted(expected)}; "
+                                   + ("; ".join(dead) or "no node exited unasked"))
+            time.sleep(0.2)  # polling the cluster's state; there is no event to wait on
 
     def node_of(self, node_id: str) -> Node | None:
         import ray
