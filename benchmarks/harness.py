@@ -2,7 +2,7 @@
 evaluation, each confined by bubblewrap and with process limits only, side
 by side in one run, plus the harness's own overhead.
 
-    python benchmarks/harness.py [--tasks 6] [--rounds 2] [--budget 0.2]
+    python benchmarks/harness.py [--tasks 6] [--rounds 2] [--budget 0.2] [--ray]
 
 Candidates are each task's reference renamed to ModelNew (always correct,
 always available). The four set-ups take turns task by task (every other
@@ -13,6 +13,13 @@ per evaluation = that wall time minus the time inside reference and
 candidate calls (correctness, warm-ups and timing), as the children measure
 it. The warm pool's start (one torch import per worker) is charged once,
 separately, as a server pays it once.
+
+`--ray` then compares, in the same run, the local warm pool with the Ray
+executor on a local cluster with two worker slots (`ray.init(num_cpus=2)` on
+this machine): one evaluation at a time (Ray's overhead per evaluation: the
+task submission, moving request and result, the host-side harness), and two
+at a time (throughput scaling with workers). Each Ray worker process keeps
+its own warm pool, started by its first evaluation (not counted).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -66,7 +74,13 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--budget", type=float, default=0.2, help="timing_budget_s per side")
+    parser.add_argument("--ray", action="store_true", help="also compare the Ray executor with the local warm pool")
+    parser.add_argument("--only-ray", action="store_true", help="only the Ray comparison")
     args = parser.parse_args()
+    if args.only_ray:
+        with tempfile.TemporaryDirectory() as tmp:
+            ray_comparison(candidates(args.tasks), args.budget, Path(tmp), args.rounds)
+        return
     work = candidates(args.tasks)
     walls: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
     overheads: dict[str, list[float]] = {label: [] for label, _, _ in SETUPS}
@@ -109,6 +123,68 @@ def main() -> None:
     print(f"cost of confinement, cold:       {100 * (1 - pm['cold bwrap'] / pm['cold limits']):+.1f}%")
     print("warm pool start-up (first evaluation, not counted): "
           + ", ".join(f"{label} {startup[label]:.2f} s" for label in stats if startup[label]))
+    if args.ray:
+        with tempfile.TemporaryDirectory() as tmp:
+            ray_comparison(work, args.budget, Path(tmp), args.rounds)
+
+
+def ray_comparison(work: list[tuple[Task, str]], budget: float, tmp: Path, rounds: int) -> None:
+    import ray
+
+    from sage_engine.evaluation.ray_executor import RayExecutor
+
+    ray.init(num_cpus=2, include_dashboard=False, namespace="sage", log_to_driver=False)
+    try:
+        config = Config(cache_dir=tmp / "ray", db_path=tmp / "ray.db", timing_budget_s=budget, eval_timeout_s=600.0,
+                        executor="ray", ray_address=ray.get_runtime_context().gcs_address)
+        local = Harness(config.replace(executor="local"))
+        remote = RayExecutor(config)
+
+        def through_ray(task: Task, source: str):
+            return remote.evaluate(task, source, backend="cpu", trials=None, progress=None, cancel=None)
+
+        with ThreadPoolExecutor(2) as both:  # warm both Ray workers' pools, and the local one
+            list(both.map(lambda ts: through_ray(*ts), [work[0], work[0]]))
+        local.evaluate(*work[0])
+        walls: dict[str, list[float]] = {"local": [], "ray": []}
+        overheads: dict[str, list[float]] = {"local": [], "ray": []}
+        for round_ in range(rounds):
+            for task, source in work:
+                arms = [("local", lambda: local.evaluate(task, source)), ("ray", lambda: through_ray(task, source))]
+                for label, run in (arms if round_ % 2 == 0 else arms[::-1]):
+                    t0 = time.perf_counter()
+                    result = run()
+                    wall = time.perf_counter() - t0
+                    if result.status != "correct":
+                        raise SystemExit(f"{label} {task.id}: {result.status}: {result.message}")
+                    walls[label].append(wall)
+                    overheads[label].append(wall - result.phases.get("model_calls", 0.0))
+        jobs = [ts for _ in range(rounds) for ts in work]
+        t0 = time.perf_counter()
+        for ts in jobs:
+            through_ray(*ts)
+        one_at_a_time = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(2) as both:
+            results = list(both.map(lambda ts: through_ray(*ts), jobs))
+        two_at_a_time = time.perf_counter() - t0
+        if any(r.status != "correct" for r in results):
+            raise SystemExit("a concurrent Ray evaluation was not correct")
+        local.close()
+    finally:
+        ray.shutdown()
+    per_min = {k: 60.0 * len(w) / sum(w) for k, w in walls.items()}
+    wall_ms = {k: 1000 * statistics.median(w) for k, w in walls.items()}
+    print(f"\nRay executor (local cluster, 2 worker slots) vs the local warm pool, {len(work)} tasks x {rounds} rounds:")
+    print(f"{'':32}{'local':>13}{'ray':>13}")
+    print(f"{'evaluations per minute':32}{per_min['local']:>13.1f}{per_min['ray']:>13.1f}")
+    print(f"{'median wall per eval (ms)':32}{wall_ms['local']:>13.0f}{wall_ms['ray']:>13.0f}")
+    print(f"{'median overhead per eval (ms)':32}"
+          + "".join(f"{1000 * statistics.median(overheads[k]):>13.0f}" for k in ("local", "ray")))
+    extra = wall_ms["ray"] - wall_ms["local"]
+    print(f"Ray's cost per evaluation:       {extra:+.0f} ms = {100 * extra / wall_ms['local']:+.1f}% of a local evaluation")
+    print(f"Ray, 2 at a time vs 1 at a time: {one_at_a_time / two_at_a_time:.2f}x evaluations per minute "
+          f"({len(jobs)} evaluations: {one_at_a_time:.1f} s vs {two_at_a_time:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -135,17 +135,6 @@ class CandidateSide(Side):
             raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
                           [diagnostics.diagnostic("cheat", f"monkeypatched torch: {shown}")])
 
-    def forward(self, model: Any, values: list[Any]) -> Any:
-        start = time.perf_counter()
-        try:
-            out = model(*values)
-            self.sync()
-            return out
-        finally:
-            took = time.perf_counter() - start
-            self.call_s += took
-            self.slowest = max(self.slowest, took)
-
     def run_case(self, index: int, case: dict[str, Any], model_new: type) -> None:
         torch = self.torch
         module = self.load_reference(case)
@@ -231,6 +220,16 @@ class CandidateSide(Side):
                 raise Failure("rejected", f"ModelNew.forward returned a {name} while being timed; return plain "
                               "torch.Tensor outputs", [diagnostics.diagnostic("cheat", f"timed output is a {name}")])
 
+    def copy_into(self, dst: Any, src: Any) -> None:
+        """New values into the same tensors, inside list and tuple arguments too
+        (timed calls that update them in place must start from the new values)."""
+        if isinstance(dst, self.torch.Tensor):
+            if dst is not src:
+                dst.copy_(src)
+        elif isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
+            for d, s in zip(dst, src):
+                self.copy_into(d, s)
+
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
             # New values in the same tensors: what the candidate has never seen.
@@ -238,8 +237,8 @@ class CandidateSide(Side):
             assert chosen is not None
             fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
             for dst, src in zip(chosen["inputs"], fresh):
-                if isinstance(dst, self.torch.Tensor) and dst is not src:
-                    dst.copy_(src)
+                self.copy_into(dst, src)
+            self.keep_first = True
             return "ok"
         if verb == "check":
             self.check_patches("timing ModelNew.forward")

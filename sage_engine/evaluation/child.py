@@ -40,7 +40,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation import correctness, diagnostics, wire
 from sage_engine.evaluation.sandbox import scrub_environ
 
 RLIMIT_FSIZE_BYTES = 4 << 30  # no candidate needs to write a 4 GiB file; a runaway one would fill the disk
@@ -171,6 +171,7 @@ class Side:
         self.last_first: Any = None  # the first output of the last timed batch
         self.call_s = 0.0
         self.slowest = 0.0  # the longest single call: bounds how long a timed call may take
+        self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
 
     # -- the task's module
 
@@ -223,6 +224,17 @@ class Side:
     def inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
         return self.on_device(self.host_inputs(module, seed))
 
+    def forward(self, model: Any, values: list[Any]) -> Any:
+        start = time.perf_counter()
+        try:
+            out = model(*values)
+            self.sync()
+            return out
+        finally:
+            took = time.perf_counter() - start
+            self.call_s += took
+            self.slowest = max(self.slowest, took)
+
     def clone(self, values: list[Any]) -> list[Any]:
         return [v.clone() if isinstance(v, self.torch.Tensor) else v for v in values]
 
@@ -242,15 +254,18 @@ class Side:
 
     # -- timing commands
 
-    def forward(self, model: Any, values: list[Any]) -> Any:
-        raise NotImplementedError
-
     def batch(self, n: int) -> None:
         chosen = self.chosen
         assert chosen is not None
         model, values = chosen["model"], chosen["inputs"]
         with self.torch.no_grad():
             self.last_first = self.forward(model, values)
+            if self.keep_first:
+                # A forward that updates its inputs in place may return them: the calls
+                # that follow would change the output the fresh-input check reads.
+                self.keep_first = False
+                self.last_first = [v.clone() if isinstance(v, self.torch.Tensor) else v
+                                   for v in correctness.as_output_list(self.last_first)]
             for _ in range(n - 1):
                 self.forward(model, values)
         self.sync()

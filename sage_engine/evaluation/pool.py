@@ -142,13 +142,16 @@ def import_root() -> str:
 class Launch:
     """How to start workers for a backend: which interpreter, with what
     environment, which modules a warm worker imports up front, and which
-    device nodes its sandbox needs."""
+    device nodes and extra read-only folders its sandbox needs."""
 
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     preload: tuple[str, ...] = ()
     warm: bool = True
     devices: tuple[str, ...] = ()  # exact paths (required) or glob patterns
+    # A task's import roots (its benchmark's helper package): bound read-only,
+    # so tasks with their own helpers get workers of their own.
+    readable: tuple[str, ...] = ()
 
     def environment(self, threads: int) -> dict[str, str]:
         pythonpath = os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH", "")) if p)
@@ -187,7 +190,7 @@ class Sandboxing:
 
     def layout(self, launch: Launch, scratch: str) -> confine.Layout:
         readable = confine._resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
-                                      import_root()])
+                                      import_root(), *launch.readable])
         return confine.Layout(
             hidden_dirs=self.hidden_dirs, hidden_files=self.hidden_files, readable=tuple(readable),
             writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),

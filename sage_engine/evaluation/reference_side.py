@@ -60,17 +60,6 @@ class ReferenceSide(Side):
                                    "reference_calls": self.call_s}})
         self.serve()
 
-    def forward(self, model: Any, values: list[Any]) -> Any:
-        start = time.perf_counter()
-        try:
-            out = model(*values)
-            self.sync()
-            return out
-        finally:
-            took = time.perf_counter() - start
-            self.call_s += took
-            self.slowest = max(self.slowest, took)
-
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
         try:
             with self.torch.no_grad():

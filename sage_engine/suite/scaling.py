@@ -53,7 +53,7 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
     request = backend.build_request(task, "# sizing probe\n", 1)
     request.update(runner=PROBE_RUNNER, scale={k: v for k, v in asdict(settings).items() if k != "timeout_s"},
                    timeout_s=settings.timeout_s, timing=None)
-    outcome = backend.pool.run(request, backend.launch(), lambda event: None)
+    outcome = backend.pool.run(request, backend.launch_for(task), lambda event: None)
     result = outcome.result or {}
     if "scale" not in result:
         why = result.get("message") or outcome.killed or f"exit code {outcome.exit_code}"

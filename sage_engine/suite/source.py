@@ -312,18 +312,6 @@ def random_in_forward(tree: ast.Module) -> list[int]:
     return sorted(set(lines))
 
 
-def inplace_in_forward(tree: ast.Module) -> list[int]:
-    """Lines where Model.forward calls an in-place tensor method (`x.mul_(...)`)."""
-    model = _model_class(tree)
-    forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None) \
-        if model is not None else None
-    if forward is None:
-        return []
-    return sorted({n.lineno for n in ast.walk(forward) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-                   and n.func.attr.endswith("_") and not n.func.attr.startswith("_")
-                   and n.func.attr not in _RANDOM_CALLS})
-
-
 def seed_random_forward(tree: ast.Module, seed: int) -> bool:
     """Decorate Model.forward with a per-call seeded generator when the model
     draws random numbers after construction."""

@@ -117,6 +117,24 @@ def test_reference_that_mutates_an_input_is_checked_on_that_input(harness):
     assert result.status == "incorrect" and result.mismatch.startswith("output 1")
 
 
+@pytest.mark.parametrize("args,forward,inputs", [
+    pytest.param("x", "return x.mul_(2.0)", "[torch.randn(n)]", id="returns-its-updated-input"),
+    pytest.param("xs", "return torch.cat([g.mul_(2.0) for g in xs])", "[[torch.randn(n), torch.randn(n)]]",
+                 id="updates-tensors-inside-a-list"),
+])
+def test_a_forward_that_updates_its_inputs_in_place_is_correct_as_its_own_candidate(harness, args, forward, inputs):
+    """Timing calls it many times on the same inputs; the check on fresh inputs
+    must see the output of the first call on the fresh values."""
+    reference = (
+        f"import torch\nimport torch.nn as nn\n\nn = 1000\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, {args}):\n        {forward}\n\n"
+        f"def get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return []\n"
+    )
+    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
+    assert result.status == "correct", result.message
+    assert result.compile_info["checks"]["fresh_inputs_checked"] is True
+
+
 def test_suspiciously_large_speedup_is_flagged(harness):
     reference = (
         "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"

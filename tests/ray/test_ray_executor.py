@@ -103,8 +103,8 @@ async def test_an_evaluation_runs_on_a_host_with_the_resource_and_streams_progre
         assert engine.stats().attempts == 1
 
 
-async def test_a_host_killed_mid_evaluation_is_retried_on_another(ray_cluster, tmp_path):
-    config = ray_config(ray_cluster, tmp_path)
+async def bench_and_kill_its_host(config: Config, cluster) -> tuple[EvalResult, object]:
+    """Send a 6 s evaluation through the MCP server; kill the raylet of the node that runs it."""
     got: dict[str, EvalResult] = {}
     async with connect(config, within=300) as c:
         async def submit():
@@ -113,9 +113,14 @@ async def test_a_host_killed_mid_evaluation_is_retried_on_another(ray_cluster, t
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(submit)
-            node = await anyio.to_thread.run_sync(running_node, ray_cluster)
+            node = await anyio.to_thread.run_sync(running_node, cluster)
             node.kill_raylet()
-    result = got["r"]
+    return got["r"], node
+
+
+async def test_a_host_killed_mid_evaluation_is_retried_on_another(ray_cluster, tmp_path):
+    config = ray_config(ray_cluster, tmp_path)
+    result, node = await bench_and_kill_its_host(config, ray_cluster)
     assert result.status == "correct", result.message
     assert "retried on" in result.message and "evaluation host lost" in result.message
     with Engine(config) as engine:
@@ -129,18 +134,8 @@ async def test_losing_the_only_host_with_the_resource_reports_the_host_lost(ray_
     only = ray_cluster.add_worker("solo", {"SOLO": 1})
     ray_cluster.wait_for_nodes()
     config = ray_config(ray_cluster, tmp_path, ray_resources={"cpu": {"SOLO": 1}}, ray_queue_timeout_s=15.0)
-    got: dict[str, EvalResult] = {}
-    async with connect(config, within=300) as c:
-        async def submit():
-            r = await c.call_tool("compile_and_bench", {"candidate": candidate(6.0), "task": REFERENCE})
-            got["r"] = EvalResult.model_validate(r.structured_content)
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(submit)
-            node = await anyio.to_thread.run_sync(running_node, ray_cluster)
-            assert node is only
-            node.kill_raylet()
-    result = got["r"]
+    result, node = await bench_and_kill_its_host(config, ray_cluster)
+    assert node is only
     assert result.status == "crashed" and result.message.startswith("evaluation host lost"), result.message
 
 

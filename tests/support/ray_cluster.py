@@ -38,7 +38,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _children(pid: int) -> list[int]:
+def _processes() -> list[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/PID/stat after the name) of every process."""
     out = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -46,23 +47,16 @@ def _children(pid: int) -> list[int]:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            if int(stat[stat.rfind(")") + 2:].split()[1]) == pid:
-                out.append(int(entry))
+            out.append((int(entry), stat[stat.rfind(")") + 2:].split()))
     return out
+
+
+def _children(pid: int) -> list[int]:
+    return [p for p, fields in _processes() if int(fields[1]) == pid]
 
 
 def _session_members(sid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(entry))
-    return out
+    return [p for p, fields in _processes() if int(fields[3]) == sid and fields[0] != "Z"]
 
 
 def _name(pid: int) -> str:

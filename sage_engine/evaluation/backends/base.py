@@ -25,6 +25,8 @@ exists its entry reports unavailable with a setup hint.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import logging
 import secrets
@@ -110,6 +112,11 @@ class SandboxBackend(Backend):
     def launch(self) -> Launch:
         return Launch()
 
+    def launch_for(self, task: Task) -> Launch:
+        """This backend's launch, with the task's import roots readable in the sandbox."""
+        launch = self.launch()
+        return dataclasses.replace(launch, readable=task.import_roots) if task.import_roots else launch
+
     def child_env(self, task: Task, source: str) -> dict[str, str]:
         return {}
 
@@ -192,7 +199,7 @@ class SandboxBackend(Backend):
         early = self.static_check(task, source)
         if early is not None:
             return early, None
-        outcome = self.pool.run(self.build_request(task, source, trials), self.launch(), report.on_event, cancel)
+        outcome = self.pool.run(self.build_request(task, source, trials), self.launch_for(task), report.on_event, cancel)
         result = results.from_outcome(
             outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
             max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
