@@ -67,10 +67,15 @@ def find_tasks(root: Path) -> list[tuple[Path, str]]:
     return found
 
 
+# Folders of a checkout that hold the benchmark's own tooling and examples, not tasks
+# (KernelBench's scripts/ and src/ define small Models of their own).
+TOOLING_FOLDERS = ("prompts", "results", "site-packages", "scripts", "src", "notebooks", "docs")
+
+
 def _not_a_task_folder(py: Path, root: Path) -> bool:
     """Skip prompt examples, caches and hidden folders inside a checkout."""
     parts = py.relative_to(root).parts[:-1]
-    return any(p.startswith((".", "_")) or p in ("prompts", "results", "site-packages") for p in parts)
+    return any(p.startswith((".", "_")) or p in TOOLING_FOLDERS for p in parts)
 
 
 def import_tasks(src_path: Path, dest: Path, *, overwrite: bool = False, max_cases: int | None = None,

@@ -206,7 +206,7 @@ def npukernelbench(root: Path) -> Path:
 
         def get_inputs(param, device=None):
             shape = eval(param['input_shape'])
-            noise = sum(np.random.uniform(size=shape) for _ in range(12)) - 6
+            noise = sum(np.random.uniform(size=shape) for _ in range(24)) - 12
             return [torch.tensor(noise, dtype=torch.float32, device=device)]
 
 

@@ -73,6 +73,18 @@ def test_every_layout_is_recognised_in_its_tree(trees):
     assert sorted(kind for _, kind in find_tasks(mkb)) == ["kernelbench", "multikernelbench", "multikernelbench"]
 
 
+def test_a_checkouts_own_scripts_are_not_taken_for_tasks(trees):
+    """KernelBench's scripts/ and src/ define small Models of their own; importing the checkout's root takes its levels only."""
+    kb = trees["kernelbench"]
+    levels = find_tasks(kb)
+    for folder in ("scripts", "src"):
+        tool = kb / folder / "baseline_time.py"
+        tool.parent.mkdir(parents=True, exist_ok=True)
+        tool.write_text("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    pass\n\n\n"
+                        "def get_inputs():\n    return []\n")
+    assert find_tasks(kb) == levels and all("KernelBench" in p.parts for p, _ in levels)
+
+
 def test_csv_columns_get_one_type_each_as_pandas_reads_them():
     assert column_values(["1", "2"]) == [1, 2]
     assert column_values(["1", "1.5"]) == [1.0, 1.5]
