@@ -138,6 +138,8 @@ class CandidateSide(Side):
     def run_case(self, index: int, case: dict[str, Any], model_new: type) -> None:
         torch = self.torch
         module = self.load_reference(case)
+        # Seeded: the two processes have drawn different numbers before (inputs, earlier cases).
+        self.reseed(self.seed)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
         self.reseed(self.seed)
         try:
@@ -156,9 +158,9 @@ class CandidateSide(Side):
             if values is None or not _same_layout(values, fresh, torch):
                 values = fresh
             else:
-                for dst, src in zip(values, fresh):
-                    if isinstance(dst, torch.Tensor) and dst is not src:
-                        dst.copy_(src)
+                with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
+                    for dst, src in zip(values, fresh):
+                        self.copy_into(dst, src)
                 values = [d if isinstance(d, torch.Tensor) else s for d, s in zip(values, fresh)]
             pristine = self.clone(values)
             try:
@@ -236,8 +238,9 @@ class CandidateSide(Side):
             chosen = self.chosen
             assert chosen is not None
             fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
-            for dst, src in zip(chosen["inputs"], fresh):
-                self.copy_into(dst, src)
+            with self.torch.no_grad():
+                for dst, src in zip(chosen["inputs"], fresh):
+                    self.copy_into(dst, src)
             self.keep_first = True
             return "ok"
         if verb == "check":

@@ -31,6 +31,7 @@ import gc
 import importlib
 import os
 import platform
+import random
 import resource
 import secrets
 import signal
@@ -212,6 +213,12 @@ class Side:
             self.torch.random.default_generator.manual_seed(seed)
         else:
             self.torch.manual_seed(seed)
+        # The benchmarks' own builders also draw from numpy and random: both
+        # processes must make the same values.
+        random.seed(seed)
+        numpy = sys.modules.get("numpy")
+        if numpy is not None:
+            numpy.random.seed(seed % (1 << 32))
 
     def host_inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
         """The task's seeded inputs, where get_inputs() made them."""

@@ -71,6 +71,8 @@ class ReferenceSide(Side):
     def run_case(self, index: int, case: dict[str, Any]) -> bool:
         torch = self.torch
         module = self.load_reference(case)
+        # Seeded: the two processes have drawn different numbers before (inputs, earlier cases).
+        self.reseed(self.seed)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
         self.reseed(self.seed)
         model = self.task_call("constructor", module.Model, *init)

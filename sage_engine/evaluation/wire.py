@@ -143,6 +143,8 @@ def describe(value: Any, torch: Any) -> tuple[dict[str, Any], Any]:
         # the host. Its bytes are written straight from this tensor.
         t = t.resolve_conj().resolve_neg().to("cpu").contiguous()
         entry["nbytes"] = t.numel() * t.element_size()
+        if value.requires_grad:
+            entry["requires_grad"] = True  # inputs a forward differentiates (autograd.grad)
         return entry, t
     if isinstance(value, torch.Tensor):
         cls = _type(value)
@@ -221,6 +223,8 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) ->
             if k == 0:
                 raise ChannelClosed("the peer closed the channel")
             got += k
+    if entry.get("requires_grad") and not out.requires_grad and (out.is_floating_point() or out.is_complex()):
+        out.requires_grad_(True)
     return out
 
 

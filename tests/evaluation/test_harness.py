@@ -135,6 +135,33 @@ def test_a_forward_that_updates_its_inputs_in_place_is_correct_as_its_own_candid
     assert result.compile_info["checks"]["fresh_inputs_checked"] is True
 
 
+def test_random_constructor_arguments_match_on_both_sides_in_every_case(harness):
+    """get_init_inputs drawing from torch and numpy, after a case whose inputs drew numbers too."""
+    reference = (
+        "import numpy as np\nimport torch\nimport torch.nn as nn\n\nn = 64\n"
+        'SAGE_TASK = {"cases": [{"n": 64}, {"n": 128}]}\n\n'
+        "class Model(nn.Module):\n    def __init__(self, gamma, beta):\n        super().__init__()\n"
+        "        self.gamma, self.beta = gamma, beta\n\n"
+        "    def forward(self, x):\n        return x * self.gamma + self.beta\n\n"
+        "def get_inputs():\n    return [torch.randn(n)]\n\n"
+        "def get_init_inputs():\n    return [torch.rand(n), torch.tensor(np.random.rand(n), dtype=torch.float32)]\n"
+    )
+    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
+    assert result.status == "correct", result.message
+
+
+def test_inputs_that_require_grad_still_do_on_the_candidate_side(harness):
+    reference = (
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, dy):\n"
+        "        with torch.enable_grad():\n            y = torch.tanh(x)\n"
+        "            return torch.autograd.grad(y, x, grad_outputs=dy)[0]\n\n"
+        "def get_inputs():\n    return [torch.randn(256, requires_grad=True), torch.randn(256)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
+    assert result.status == "correct", result.message
+
+
 def test_suspiciously_large_speedup_is_flagged(harness):
     reference = (
         "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
