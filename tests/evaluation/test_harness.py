@@ -117,6 +117,13 @@ def test_reference_that_mutates_an_input_is_checked_on_that_input(harness):
     assert result.status == "incorrect" and result.mismatch.startswith("output 1")
 
 
+def assert_own_candidate_is_correct(harness, reference: str):
+    task = load_task(reference)
+    result = harness.evaluate(task, as_own_candidate(task))
+    assert result.status == "correct", result.message
+    return result
+
+
 @pytest.mark.parametrize("args,forward,inputs", [
     pytest.param("x", "return x.mul_(2.0)", "[torch.randn(n)]", id="returns-its-updated-input"),
     pytest.param("xs", "return torch.cat([g.mul_(2.0) for g in xs])", "[[torch.randn(n), torch.randn(n)]]",
@@ -130,8 +137,7 @@ def test_a_forward_that_updates_its_inputs_in_place_is_correct_as_its_own_candid
         f"    def forward(self, {args}):\n        {forward}\n\n"
         f"def get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return []\n"
     )
-    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
-    assert result.status == "correct", result.message
+    result = assert_own_candidate_is_correct(harness, reference)
     assert result.compile_info["checks"]["fresh_inputs_checked"] is True
 
 
@@ -146,8 +152,7 @@ def test_random_constructor_arguments_match_on_both_sides_in_every_case(harness)
         "def get_inputs():\n    return [torch.randn(n)]\n\n"
         "def get_init_inputs():\n    return [torch.rand(n), torch.tensor(np.random.rand(n), dtype=torch.float32)]\n"
     )
-    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
-    assert result.status == "correct", result.message
+    assert_own_candidate_is_correct(harness, reference)
 
 
 def test_inputs_that_require_grad_still_do_on_the_candidate_side(harness):
@@ -158,8 +163,7 @@ def test_inputs_that_require_grad_still_do_on_the_candidate_side(harness):
         "def get_inputs():\n    return [torch.randn(256, requires_grad=True), torch.randn(256)]\n\n"
         "def get_init_inputs():\n    return []\n"
     )
-    result = harness.evaluate(load_task(reference), reference.replace("class Model(", "class ModelNew("))
-    assert result.status == "correct", result.message
+    assert_own_candidate_is_correct(harness, reference)
 
 
 def test_suspiciously_large_speedup_is_flagged(harness):
