@@ -12,6 +12,7 @@ it runs.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -79,8 +80,6 @@ class LocalExecutor:
         return result.model_copy(update={"host": this_host()})
 
     def hosts(self) -> list[HostSlots]:
-        import os
-
         return [HostSlots(this_host(), True, {"CPU": float(os.cpu_count() or 1)}, {})]
 
     def running(self) -> list[RunningEvaluation]:

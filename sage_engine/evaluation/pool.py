@@ -189,8 +189,10 @@ class Sandboxing:
     pause_max_s: float = 10.0  # Config.timing_pause_max_s
 
     def layout(self, launch: Launch, scratch: str) -> confine.Layout:
-        readable = confine._resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
-                                      import_root(), *launch.readable])
+        # Only what exists here: bubblewrap refuses to bind a missing path (a
+        # task's import roots named on another machine, a folder since deleted).
+        readable = [p for p in confine._resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
+                                                  import_root(), *launch.readable]) if os.path.exists(p)]
         return confine.Layout(
             hidden_dirs=self.hidden_dirs, hidden_files=self.hidden_files, readable=tuple(readable),
             writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),

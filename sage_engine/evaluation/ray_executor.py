@@ -128,7 +128,7 @@ class RayExecutor:
 
         c = self.config
         resources = backend_resources(c, backend)
-        options: dict[str, Any] = {"name": TASK_NAME, "max_retries": c.ray_retries, "retry_exceptions": False,
+        options: dict[str, Any] = {"name": task_name(task.id, backend), "max_retries": c.ray_retries, "retry_exceptions": False,
                                    "num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
         if resources:
             options["resources"] = resources
@@ -245,19 +245,34 @@ class _Watch:
             self.node, self.started, self.waiting_since = None, None, now
 
 
+def task_name(task_id: str, backend: str) -> str:
+    """The Ray task's name: what `sage evals list` reads the task and backend from."""
+    return f"{TASK_NAME}|{task_id}|{backend}"
+
+
+def evaluation_tasks(state: str | None = None, detail: bool = False) -> list[Any]:
+    """SAGE's evaluations among the cluster's Ray tasks (every server's)."""
+    from ray.util.state import list_tasks
+
+    filters = [("state", "=", state)] if state else []
+    return [t for t in list_tasks(filters=filters, detail=detail, raise_on_missing_output=False)
+            if (t.name or "").split("|")[0] == TASK_NAME]
+
+
 def running_evaluations() -> list[RunningEvaluation]:
     """Evaluations queued or running anywhere in the cluster (every server's)."""
-    from ray.util.state import list_nodes, list_tasks
+    from ray.util.state import list_nodes
 
     names = {n.node_id: n.node_name or n.node_ip for n in list_nodes(raise_on_missing_output=False)}
     now = time.time()
     out = []
-    for t in list_tasks(filters=[("name", "=", TASK_NAME)], detail=True, raise_on_missing_output=False):
+    for t in evaluation_tasks(detail=True):
         if t.state in ("FINISHED", "FAILED"):
             continue
+        _, task_id, backend = (t.name.split("|", 2) + ["", ""])[:3]
         created = (t.creation_time_ms or t.start_time_ms or now * 1000) / 1000
         state = "running" if t.state == "RUNNING" else "queued"
-        out.append(RunningEvaluation(task=(t.func_or_class_name or TASK_NAME), backend="", state=state,
+        out.append(RunningEvaluation(task=task_id, backend=backend, state=state,
                                      host=names.get(t.node_id) if t.node_id else None, age_s=max(0.0, now - created),
                                      request_id=t.task_id))
     return out

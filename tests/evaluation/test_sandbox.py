@@ -237,3 +237,32 @@ def test_a_killed_builds_lock_is_neither_cached_nor_staged_and_goes_stale(tmp_pa
     os.utime(cached / "lock", (old, old))
     assert remove_stale_locks(cached) == [str(cached / "lock")]
     assert sorted(p.name for p in cached.iterdir()) == ["main.cpp"]
+
+
+def _task_with_helpers(folder: Path, scale: float) -> Path:
+    (folder / "lib" / "helpers").mkdir(parents=True)
+    (folder / "lib" / "helpers" / "__init__.py").write_text(f"SCALE = {scale}\n")
+    (folder / "task.json").write_text('{"name": "Scale", "operator": "scale", "family": "elementwise", "level": 1, '
+                                       '"import_roots": ["lib"]}')
+    (folder / "reference.py").write_text(
+        "import sys\nSAGE_IMPORT_ROOTS = []\nsys.path[:0] = SAGE_IMPORT_ROOTS\n\n"
+        "import torch\nimport torch.nn as nn\nfrom helpers import SCALE\n\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return x * SCALE\n\n\n"
+        "def get_inputs():\n    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n")
+    return folder
+
+
+def test_tasks_with_their_own_helpers_run_confined_and_leave_no_workers_behind(harness, tmp_path):
+    """Import roots under a folder the sandbox hides are bound read-only for
+    that evaluation; each such task gets a one-off sandbox, not a warm pool
+    of its own that would outlive it."""
+    from sage_engine.evaluation.tasks import load_task
+    from tests.evaluation.conftest import as_own_candidate
+
+    harness.evaluate(fixture_task("relu"), as_own_candidate(fixture_task("relu")))  # the shared pool is up
+    before = sorted(harness.pool.worker_pids())
+    for i in range(3):
+        task = load_task(_task_with_helpers(tmp_path / f"task{i}", 1.0 + i))
+        result = harness.evaluate(task, as_own_candidate(task))
+        assert result.status == "correct", result.message
+    assert sorted(harness.pool.worker_pids()) == before

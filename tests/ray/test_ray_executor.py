@@ -70,13 +70,11 @@ def ray_config(cluster, tmp_path, **changes) -> Config:
 
 def running_node(cluster, within: float = 60.0):
     """The worker node running the (only) evaluation, once Ray says it runs."""
-    from ray.util.state import list_tasks
-
-    from sage_engine.evaluation.ray_executor import TASK_NAME
+    from sage_engine.evaluation.ray_executor import evaluation_tasks
 
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        for t in list_tasks(filters=[("name", "=", TASK_NAME), ("state", "=", "RUNNING")], raise_on_missing_output=False):
+        for t in evaluation_tasks("RUNNING"):
             node = cluster.node_of(t.node_id)
             if node is not None:
                 return node
@@ -156,9 +154,7 @@ async def test_two_clients_evaluate_at_once(ray_cluster, tmp_path):
 
 
 async def test_cancelling_the_request_cancels_the_remote_evaluation(ray_cluster, tmp_path):
-    from ray.util.state import list_tasks
-
-    from sage_engine.evaluation.ray_executor import TASK_NAME
+    from sage_engine.evaluation.ray_executor import evaluation_tasks
 
     config = ray_config(ray_cluster, tmp_path)
     async with connect(config, within=300) as c:
@@ -167,8 +163,7 @@ async def test_cancelling_the_request_cancels_the_remote_evaluation(ray_cluster,
             await anyio.to_thread.run_sync(running_node, ray_cluster)
             tg.cancel_scope.cancel()  # the client cancels its request
         with anyio.fail_after(60):
-            while [t for t in list_tasks(filters=[("name", "=", TASK_NAME)], raise_on_missing_output=False)
-                   if t.state == "RUNNING"]:
+            while evaluation_tasks("RUNNING"):
                 await anyio.sleep(0.2)  # polling the cluster's state API
         assert not (await c.call_tool("ping", {})).is_error
     with Engine(config) as engine:
@@ -207,3 +202,4 @@ async def test_hosts_and_evaluations_in_flight_are_visible(ray_cluster, tmp_path
             with Engine(config) as engine:
                 running = engine.running_evaluations()
             assert [r.state for r in running] == ["running"] and running[0].host
+            assert running[0].backend == "cpu" and running[0].task.startswith("inline-")

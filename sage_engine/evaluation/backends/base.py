@@ -113,9 +113,14 @@ class SandboxBackend(Backend):
         return Launch()
 
     def launch_for(self, task: Task) -> Launch:
-        """This backend's launch, with the task's import roots readable in the sandbox."""
+        """This backend's launch, with the task's import roots readable in the
+        sandbox. Such a sandbox serves its one evaluation only (not warm): a
+        pool kept per import-root set would grow by two torch workers with
+        every task of a suite that carries its own helpers."""
         launch = self.launch()
-        return dataclasses.replace(launch, readable=task.import_roots) if task.import_roots else launch
+        if not task.import_roots:
+            return launch
+        return dataclasses.replace(launch, readable=task.import_roots, warm=False)
 
     def child_env(self, task: Task, source: str) -> dict[str, str]:
         return {}
