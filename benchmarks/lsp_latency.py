@@ -129,26 +129,21 @@ async def main(lines: int, seconds: float, poll: float, max_chars: int | None) -
         try:
             uri = open_doc(client, small, SMALL)
             await sample(client, uri, 1.0)  # warm: imports, the engine, SQLite's page cache
-            print(f"small file alone ({seconds:g} s, poll {poll:g} s):")
-            cpu0 = cpu_seconds(pid)
-            alone = await sample(client, uri, seconds)
-            cpu1 = cpu_seconds(pid)
-            for name, values in alone.items():
-                report(name, values)
-            print(f"  server CPU {cpu1 - cpu0:.2f} s")
+            async def measure(title: str) -> None:
+                print(title)
+                cpu0 = cpu_seconds(pid)
+                for name, values in (await sample(client, uri, seconds)).items():
+                    report(name, values)
+                print(f"  server CPU {cpu_seconds(pid) - cpu0:.2f} s")
+
+            await measure(f"small file alone ({seconds:g} s, poll {poll:g} s):")
 
             large_uri = open_doc(client, large, big)
             doc = types.TextDocumentIdentifier(uri=large_uri)
             first = await timed(lambda: client.text_document_code_lens_async(types.CodeLensParams(text_document=doc)))
             again = await timed(lambda: client.text_document_code_lens_async(types.CodeLensParams(text_document=doc)))
             print(f"large file ({lines} lines, {len(big)} chars): first lens {first:.1f} ms, again {again:.1f} ms")
-            print(f"small file with the large file open ({seconds:g} s):")
-            cpu0 = cpu_seconds(pid)
-            beside = await sample(client, uri, seconds)
-            cpu1 = cpu_seconds(pid)
-            for name, values in beside.items():
-                report(name, values)
-            print(f"  server CPU {cpu1 - cpu0:.2f} s")
+            await measure(f"small file with the large file open ({seconds:g} s):")
         finally:
             await client.shutdown_session()
             await client.stop()

@@ -181,6 +181,12 @@ def _nan(vs: list[float | None]) -> list[float]:
     return [v if v is not None else math.nan for v in vs]
 
 
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    _pyplot().close(fig)
+    return path
+
 def plots(results: dict[str, Any], out: Path) -> list[Path]:
     plt = _pyplot()
     strategies = results["strategies"]
@@ -216,11 +222,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     axes[-1].set_xlabel(f"episode (each point: mean over a window of {w} episodes)")
     axes[0].legend(fontsize=7, ncol=4, loc="lower right")
     fig.suptitle(f"World {results['world']}: mean and 95% interval over {len(results['seeds'])} seeds", y=0.995)
-    fig.tight_layout()
-    path = out / "learning_curve.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(fig, out / "learning_curve.png"))
 
     panels = [(k, t) for k, t in (
         ("success", "success"), ("fast_1.0", "fast_1.0"), ("ndcg_ctx", "NDCG of the whole context"),
@@ -232,11 +234,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         _bars(ax, [strategies[n]["metrics"][key] for n in names], names, [color[n] for n in names])
         ax.set_title(title, fontsize=9)
     fig.suptitle(f"World {results['world']}", fontsize=10)
-    fig.tight_layout()
-    path = out / "summary.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    written.append(path)
+    written.append(_save(fig, out / "summary.png"))
     return written
 
 
@@ -272,11 +270,7 @@ def cross_world_plots(all_results: dict[str, dict[str, Any]], out: Path) -> list
                 if i < len(keys) - 1:
                     ax.set_xticklabels([])
                 ax.set_title(f"{world}: {HEADERS[key]}", fontsize=9)
-        fig.tight_layout()
-        path = out / "worlds.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, out / "worlds.png"))
     sweep = {w: r for w, r in all_results.items() if w.startswith("noisy-") or w == "noisy"}
     if len(sweep) > 1:
         knobs = (("over_claim", "over-claim rate at rank 1"), ("report_used", "report rate of used entries"),
@@ -302,9 +296,5 @@ def cross_world_plots(all_results: dict[str, dict[str, Any]], out: Path) -> list
             ax.grid(alpha=0.2)
         axes[0].legend(fontsize=7)
         fig.suptitle("Report-noise sweep around the noisy world (simultaneous intervals)", fontsize=10)
-        fig.tight_layout()
-        path = out / "sweep.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
+        written.append(_save(fig, out / "sweep.png"))
     return written
