@@ -350,7 +350,12 @@ def evaluate_on_host(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
     worker.start()
     try:
         while True:
-            event = events.get()
+            try:
+                # Never block for long: ray.cancel raises KeyboardInterrupt here only
+                # when this thread runs Python, and a blocked get() does not.
+                event = events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
             if event["ev"] == "error":
                 raise event["error"]
             yield event

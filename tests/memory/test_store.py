@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, NotFound, StoreError
 from sage_engine.models import Adoption, Lesson, NewItem
@@ -29,6 +30,36 @@ def test_migrations_are_recorded_and_reopening_applies_nothing_new(config):
         assert eng.migrate() == []
         if eng.store.dialect == "sqlite":
             assert eng.store.scalar("PRAGMA journal_mode") == "wal"
+
+
+def test_servers_opening_a_new_memory_at_once_all_succeed(tmp_path):
+    # Each one switches the new file to WAL and migrates it; SQLite answers
+    # all but one "locked" at once, without waiting on its busy timeout.
+    import threading
+
+    from sage_engine.memory.store import open_store
+
+    for round_ in range(20):
+        db = tmp_path / f"new-{round_}.db"
+        together = threading.Barrier(4)
+        errors: list[Exception] = []
+
+        def open_it():
+            together.wait()
+            try:
+                open_store(db).close()
+            except Exception as exc:  # noqa: BLE001 - collected for the assertion
+                errors.append(exc)
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        with Engine(Config().with_db(str(db))) as eng:
+            assert eng.store.scalar("PRAGMA journal_mode") == "wal"
+            assert eng.schema_status()["pending"] == []
 
 
 def test_a_database_from_a_newer_sage_is_refused(config):

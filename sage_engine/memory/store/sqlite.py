@@ -12,6 +12,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -45,7 +46,7 @@ class SqliteStore(Store):
                                         timeout=busy_timeout_ms / 1000)
             self.conn.row_factory = _dict_row
             self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
+            mode = self._enter_wal(busy_timeout_ms / 1000)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a SAGE memory database ({exc})") from exc
         if not memory and mode.lower() != "wal":
@@ -56,6 +57,24 @@ class SqliteStore(Store):
         # transactions of different threads take turns.
         self._lock = threading.RLock()
         self.migrate()
+
+    def _enter_wal(self, within_s: float) -> str:
+        """Switch the file to WAL (a setting kept in the file). Two processes
+        opening a new memory at once can both ask; SQLite then answers one of
+        them "locked" at once, without its busy handler, so ask again."""
+        deadline = time.monotonic() + within_s
+        delay = 0.005
+        while True:
+            mode = self.conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"]
+            if mode.lower() == "wal":
+                return mode
+            try:
+                return self.conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(delay)  # another process holds the file for its own switch: back off briefly
+            delay = min(delay * 2, 0.1)
 
     def describe(self) -> str:
         return str(self.path)
