@@ -58,9 +58,11 @@ def test_the_memory_folder_its_token_and_home_are_what_a_sandbox_hides(tmp_path)
 
 
 def test_hidden_folders_are_covered_and_only_what_is_needed_comes_back_read_only(tmp_path):
-    # Paths outside /tmp (inside the sandbox /tmp is a fresh tmpfs already).
-    home = Path(sys.prefix).parent  # stands in for a home holding SAGE's virtualenv
-    venv, inner = Path(sys.prefix), Path(sys.prefix) / "include"
+    # Folders that exist outside /tmp wherever the checkout is (inside the
+    # sandbox /tmp is a fresh tmpfs already, so nothing under it is covered):
+    # the standard library stands in for a home holding SAGE's virtualenv.
+    home = Path(os.__file__).parent
+    venv, inner = home / "email", home / "email" / "mime"
     layout = confine.Layout(hidden_dirs=(str(home), str(inner)), hidden_files=("/etc/hostname",),
                             readable=(str(venv), str(home)), writable=((str(tmp_path), str(tmp_path)),),
                             devices=("/dev/null",))
