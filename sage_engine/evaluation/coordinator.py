@@ -729,10 +729,8 @@ def pin_together(pids: list[int], threads: int) -> list[int]:
 
 def _current_cpu(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode(errors="replace")
-        return int(raw[raw.rfind(")") + 2:].split()[36])
-    except (OSError, ValueError, IndexError):
+        return int(sandbox.stat_fields(pid)[36])
+    except (ValueError, IndexError):
         return None
 
 
@@ -809,11 +807,9 @@ class CpuMeter:
     def _ticks(self) -> tuple[int, int, int, int]:
         """utime, stime, cutime, cstime from /proc (clock ticks)."""
         try:
-            with open(f"/proc/{self.pid}/stat", "rb") as fh:
-                raw = fh.read().decode(errors="replace")
-            fields = raw[raw.rfind(")") + 2:].split()
+            fields = sandbox.stat_fields(self.pid)
             return int(fields[11]), int(fields[12]), int(fields[13]), int(fields[14])
-        except (OSError, ValueError, IndexError):
+        except (ValueError, IndexError):
             return 0, 0, 0, 0
 
 

@@ -80,10 +80,8 @@ class SandboxFailed(RuntimeError):
 def process_start(pid: int) -> int | None:
     """A process's start time (clock ticks since boot): with its pid, an identity that survives pid reuse."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            raw = fh.read().decode(errors="replace")
-        return int(raw[raw.rfind(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
+        return int(sandbox.stat_fields(pid)[19])
+    except (ValueError, IndexError):
         return None
 
 

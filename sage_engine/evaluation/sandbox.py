@@ -107,6 +107,18 @@ class ProcInfo:
     zombie: bool
 
 
+def stat_fields(pid: int | str) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first), or
+    [] for a process that is gone. The name may hold spaces and parentheses:
+    split after its last ')'."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            raw = fh.read().decode(errors="replace")
+    except OSError:
+        return []
+    return raw[raw.rfind(")") + 2:].split()
+
+
 def proc_table() -> dict[int, ProcInfo]:
     table: dict[int, ProcInfo] = {}
     try:
@@ -116,12 +128,7 @@ def proc_table() -> dict[int, ProcInfo]:
     for name in entries:
         if not name.isdigit():
             continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as fh:
-                raw = fh.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = raw[raw.rfind(")") + 2:].split()
+        rest = stat_fields(name)
         if len(rest) < 20:
             continue
         table[int(name)] = ProcInfo(
