@@ -230,6 +230,14 @@ class Config:
     ugc_resident_tokens: int = 400
     # Trigger terms kept per rule: the words its experiences share.
     rule_trigger_terms: int = 8
+    # A word that more than this share of recent tasks mention cannot tell
+    # tasks apart ("kernel", "implement"): it is never a trigger term, or a
+    # family-less rule would match every task. Recent = the last
+    # ugc_trigger_window episodes; with fewer than ugc_trigger_min_tasks of
+    # them nothing is known about common words yet and none is excluded.
+    ugc_trigger_max_share: float = 0.5
+    ugc_trigger_window: int = 200
+    ugc_trigger_min_tasks: int = 10
     # Hysteresis: a resident rule is demoted only below this, not at 0.
     demote_threshold: float = -0.05
     # rulebook_scope = "global": resident rules are shown to every task; an

@@ -180,16 +180,18 @@ class Engine:
 
     # ---------------------------------------------------------------- episodes
 
-    def retrieve(self, task: str, *, operator: str | None = None, backend: str | None = None,
-                 hardware: str | None = None, k: int | None = None, episode_id: int | None = None,
-                 reference: str | None = None, client: str | None = None, scope: str | None = None) -> RetrievalResult:
+    def retrieve(self, task: str, *, operator: str | None = None, family: str | None = None,
+                 backend: str | None = None, hardware: str | None = None, k: int | None = None,
+                 episode_id: int | None = None, reference: str | None = None, client: str | None = None,
+                 scope: str | None = None) -> RetrievalResult:
         validation.check_text("task", task, 20_000, required=True)
         validation.check_text("reference", reference, self.config.max_candidate_chars, required=False)
         k = self._check_k(self.config.default_k if k is None else k)
-        for name, value in (("operator", operator), ("backend", backend), ("hardware", hardware), ("client", client)):
+        for name, value in (("operator", operator), ("family", family), ("backend", backend), ("hardware", hardware),
+                            ("client", client)):
             validation.check_text(name, value, 200, required=False)
-        key, query = episode_key(task, operator=operator, backend=backend, hardware=hardware, client=client,
-                                 scope=scope, reference=reference, load_task=self.load_task)
+        key, query = episode_key(task, operator=operator, family=family, backend=backend, hardware=hardware,
+                                 client=client, scope=scope, reference=reference, load_task=self.load_task)
         filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware,
                           viewer=self.user)
         return self.episodes.retrieve(key, query, filters, k, episode_id=episode_id, user=self.user)

@@ -181,6 +181,7 @@ async def retrieve_rules(
     ctx: Context,
     task: Annotated[str, Field(description="Bundled task id (see list_tasks), path to a reference .py, or a sentence describing the operator")],
     operator: Annotated[str | None, Field(description="Operator name, e.g. 'softmax'; inferred for bundled tasks")] = None,
+    family: Annotated[str | None, Field(description="Operator family, e.g. 'normalization'; inferred for bundled tasks. Selects the rules learned for that family")] = None,
     backend: Annotated[str | None, Field(description=f"Target backend: {', '.join(BACKENDS)}")] = None,
     hardware: Annotated[str | None, Field(description="Chip, e.g. 'Ascend910B3', to filter hardware-specific items")] = None,
     k: Annotated[int | None, Field(description="How many items besides the rulebook: 1-50 (default 5)", ge=1, le=50)] = None,
@@ -190,14 +191,14 @@ async def retrieve_rules(
 ) -> RetrievalResult:
     """Start here before writing a kernel: SAGE's rules and past lessons for a task.
 
-    Returns episode_id, the resident rulebook (always shown) and the top-k items, each with
+    Returns episode_id, the resident rules that apply to this task and the top-k items, each with
     id, title, content, utility and score. Keep episode_id for compile_and_bench and
     record_adoption, and pass the ids of items you actually follow as adopted_ids: only ids
     shown in this episode are accepted. Retrieving again for the same task without
     episode_id closes and credits your previous episode for it.
     """
     return await _call(
-        engine_of(ctx).retrieve, task, operator=operator, backend=backend, hardware=hardware, k=k,
+        engine_of(ctx).retrieve, task, operator=operator, family=family, backend=backend, hardware=hardware, k=k,
         episode_id=episode_id, reference=reference, client=client_id(ctx), scope=scope,
     )
 

@@ -148,9 +148,8 @@ class _Run:
         tokens = 0
         episode_id = None
         if eng is not None:
-            # retrieve has no family argument: the family reaches the engine
-            # only as a word of the task text (scoped rules match on it there).
-            r = eng.retrieve(query, operator=op.name, k=self.k, client="learning-benchmark")
+            # The agent names the operator and its family, as a bundled task would.
+            r = eng.retrieve(query, operator=op.name, family=op.family, k=self.k, client="learning-benchmark")
             episode_id, tokens = r.episode_id, r.tokens
             chars = lambda s: len(s.title) + len(s.content) + len(s.code or "")  # noqa: E731
             shown = [Shown(s.id, self._truth(s.id), True, chars(s)) for s in r.resident_rules]

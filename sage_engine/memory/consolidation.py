@@ -184,7 +184,17 @@ class RuleScope:
     triggers: list[str]
 
 
-def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config) -> RuleScope:
+def common_task_words(queries: Sequence[str], config: Config) -> frozenset[str]:
+    """Words in more than `ugc_trigger_max_share` of these task queries (as
+    `text.words` stems them): what nearly every task says, so no trigger."""
+    if len(queries) < config.ugc_trigger_min_tasks:
+        return frozenset()
+    seen = Counter(w for q in queries for w in set(words(q)))
+    return frozenset(w for w, n in seen.items() if n > config.ugc_trigger_max_share * len(queries))
+
+
+def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config,
+               common: frozenset[str] = frozenset()) -> RuleScope:
     families = sorted({f for it in cluster for f in it.families_adopted} | {it.family for it in cluster if it.family})
     operators = sorted({op for it in cluster for op in it.operators_adopted})
     # Cross-family only with adoption in enough families: otherwise the rule
@@ -195,15 +205,18 @@ def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config) -> Rul
         operators=operators,
         backends=sorted({it.backend for it in cluster if it.backend}),
         hardware=sorted({it.hardware for it in cluster if it.hardware}),
-        triggers=trigger_terms(cluster, draft, config.rule_trigger_terms),
+        triggers=trigger_terms(cluster, draft, config.rule_trigger_terms, common),
     )
 
 
-def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int) -> list[str]:
+def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int,
+                  common: frozenset[str] = frozenset()) -> list[str]:
     """The words at least half the cluster's experiences share (stemmed as
-    `text.words` does), title words first: what a task must mention for a
-    rule that has no family to go by."""
-    seen = Counter(w for it in cluster for w in set(words(f"{it.title}\n{it.content}")) if len(w) > 2)
+    `text.words` does), title words first, leaving out words most tasks
+    mention (`common`): what a task must mention for a rule that has no
+    family to go by."""
+    seen = Counter(w for it in cluster for w in set(words(f"{it.title}\n{it.content}"))
+                   if len(w) > 2 and w not in common)
     titled = set(words(draft.title))
     need = math.ceil(len(cluster) / 2)
     common = sorted((w for w, n in seen.items() if n >= need), key=lambda w: (-seen[w], w not in titled, w))

@@ -362,13 +362,15 @@ def attempt_result(row) -> EvalResult:
     return result.model_copy(update={"attempt_id": row["id"], "episode_id": row["episode_id"], "created_at": row["created_at"]})
 
 
-def episode_key(task: str, *, operator: str | None, backend: str | None, hardware: str | None, client: str | None,
-                scope: str | None, reference: str | None, load_task: Callable[[str], object]) -> tuple[EpisodeKey, str]:
+def episode_key(task: str, *, operator: str | None, family: str | None = None, backend: str | None,
+                hardware: str | None, client: str | None, scope: str | None, reference: str | None,
+                load_task: Callable[[str], object]) -> tuple[EpisodeKey, str]:
     """What an episode is about, and the retrieval query: a bundled task or
-    reference contributes its operator, family and description; free text
-    describing the operator is used as it is."""
+    reference contributes its operator, family and description (where the
+    caller did not name them); free text describing the operator is used as
+    it is, with the operator and family the caller names."""
     scope = validation.check_scope(scope)
-    family = None
+    family = (family or "").strip() or None
     description = ""
     task_key = task.strip()
     looks_like_task = "class Model" in task or (" " not in task.strip() and len(task) < 300)
@@ -378,7 +380,7 @@ def episode_key(task: str, *, operator: str | None, backend: str | None, hardwar
         t = None  # free text describing the operator is fine for retrieval
     if t is not None:
         operator = operator or t.operator  # type: ignore[attr-defined]
-        family = t.family  # type: ignore[attr-defined]
+        family = family or t.family  # type: ignore[attr-defined]
         description = f"{t.name} {t.description}"  # type: ignore[attr-defined]
         task_key = t.id  # type: ignore[attr-defined]
     if "\n" in task_key:

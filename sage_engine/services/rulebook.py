@@ -38,6 +38,8 @@ class RulebookService:
         step(0, 3, "gating items")
         with self.store.transaction(write=False):
             eligible = self._eligible()
+            common = ugc.common_task_words(self.store.episodes.recent_queries(self.config.ugc_trigger_window),
+                                           self.config)
         clusters = [c for group in _by_owner(eligible) for c in ugc.cluster(group, self.config.cluster_threshold)]
         step(1, 3, f"abstracting {len(clusters)} clusters")
         notes: list[str] = []
@@ -52,7 +54,7 @@ class RulebookService:
             drafts = [d for d in drafts if all(it.id in still for it in d[0])]
             eligible = [it for it in eligible if it.id in still]
             now = time.time()
-            new_rules = [_rule_item(draft, group, now, -(i + 1), user, self.config)
+            new_rules = [_rule_item(draft, group, now, -(i + 1), user, self.config, common)
                          for i, (group, draft, _) in enumerate(drafts)]
             existing = self.store.items.list(kind="rule", statuses=["active", "resident"])
             step(2, 3, "choosing the rulebook")
@@ -165,9 +167,10 @@ def _abstract(abstractor: ugc.RuleAbstractor, group: list[Item], notes: list[str
     return draft, "deterministic"
 
 
-def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None, config: Config) -> Item:
+def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None, config: Config,
+               common: frozenset[str]) -> Item:
     content = ugc.render_rule(draft)
-    scope_ = ugc.rule_scope(group, draft, config)
+    scope_ = ugc.rule_scope(group, draft, config, common)
     operators = sorted({op for g in group for op in g.operators_adopted})
     tags = sorted({t for g in group for t in g.tags} | {"rule"})
     fams = {g.family for g in group if g.family}

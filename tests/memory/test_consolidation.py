@@ -195,3 +195,37 @@ def test_the_per_task_rulebook_stays_within_its_token_budget(config):
     chosen = residents_for_task(rules, TaskContext.of("tile the output"), cfg)
     assert [r.id for r in chosen] == [1, 2]  # 2 x (100 + 12) <= 250 < 3 x 112
     assert residents_for_task(rules, TaskContext.of("nothing related"), cfg) == []
+
+
+def test_a_free_text_task_that_names_its_family_learns_a_rule_scoped_to_that_family(engine):
+    item_id = engine.add_item(NewItem(title="row max first", content="subtract the row max before exp")).item.id
+    for op in ("softmax", "log_softmax", "masked_softmax"):
+        r = engine.retrieve(f"a {op} kernel; subtract the row max before exp", operator=op, family="softmax", k=10)
+        engine.record_result(make_result("correct", 1.0, 2.0), episode_id=r.episode_id)
+        engine.record_adoption(r.episode_id, [Adoption(id=item_id, evidence="applied")])
+    assert engine.get_item(item_id).families_adopted == ["softmax"]
+    rule = engine.consolidate().rulebook[0]
+    assert rule.rule_families == ["softmax"]
+    mine = engine.retrieve("a fresh softmax variant", operator="sparse_softmax", family="softmax")
+    theirs = engine.retrieve("a layer norm kernel; subtract the row max before exp", family="normalization")
+    assert [r.id for r in mine.resident_rules] == [rule.id] and theirs.resident_rules == []
+
+
+def test_words_most_tasks_mention_are_never_trigger_terms(engine):
+    from sage_engine.memory.consolidation import common_task_words
+
+    cfg = engine.config
+    queries = [f"write an ascend kernel for op{i}" for i in range(12)] + ["tile the grid"] * 3
+    assert {"kernel", "ascend", "write"} <= common_task_words(queries, cfg)
+    assert "tile" not in common_task_words(queries, cfg) and not common_task_words(queries[:5], cfg)
+
+    # Common words are learned from what tasks were shown: give them something to be shown.
+    engine.add_item(NewItem(title="ascend kernel notes", content="notes on writing an ascend kernel"))
+    for i in range(12):  # every task so far says "kernel"
+        engine.close_episode(engine.retrieve(f"write an ascend kernel for op{i}").episode_id)
+    report = _learn(engine, "kernel: accumulate in fp32", "every kernel should accumulate reductions in fp32",
+                    ["softmax", "layer_norm", "rms_norm"])
+    rule = report.rulebook[0]
+    assert rule.rule_families == [] and "fp32" in rule.rule_triggers and "kernel" not in rule.rule_triggers
+    assert engine.retrieve("write an ascend kernel for matmul").resident_rules == []
+    assert [r.id for r in engine.retrieve("a kernel that must accumulate in fp32").resident_rules] == [rule.id]

@@ -93,6 +93,15 @@ class EpisodeRecords:
             (episode_id,),
         )
 
+    def recent_queries(self, episodes: int) -> list[str]:
+        """The retrieval query of each of the last `episodes` episodes (those
+        that were shown anything), through the episode index."""
+        rows = self.store.rows(
+            "SELECT episode_id, MIN(query) AS query FROM retrievals"
+            " WHERE episode_id > (SELECT COALESCE(MAX(id), 0) FROM episodes) - ? AND query IS NOT NULL"
+            " GROUP BY episode_id", (episodes,))
+        return [r["query"] for r in rows]
+
     def resident_match(self, episode_id: int) -> dict[int, float]:
         """For each resident rule shown in the episode, how well it matched the task (best showing)."""
         rows = self.store.rows(
