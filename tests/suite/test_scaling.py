@@ -155,7 +155,8 @@ def test_slow_input_builders_count_in_the_measured_cost(scaled):
     tasks, _ = scaled
     task = load_task(tasks["double_noise_mini"].path)
     rows, cols = json.loads(task.cases[1]["input_shape"])
-    # The forward alone takes a few ms at 2048 x 1000; building its input
-    # (24 float64 draws per element) about 200 ms, half of which counts: far
-    # over twice the 30 ms target, so it is halved at least once more.
-    assert cols == 1000 and rows <= 1024
+    # The forward alone takes a few ms at 2048 x 1000, under the 30 ms target;
+    # building its input (24 float64 draws per element) about 200 ms, half of
+    # which counts: far over twice the target, so it is halved at least once
+    # (which side, and how often, depends on how busy the machine is).
+    assert rows * cols <= 2048 * 1000 // 2
