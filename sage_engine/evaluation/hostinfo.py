@@ -46,3 +46,13 @@ def host_versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             continue
     return out
+
+
+@lru_cache(maxsize=1)
+def build_tag() -> str:
+    """What a built extension depends on besides its source: the Python and
+    package versions it was built against. Part of the build cache's path, so
+    upgrading torch never loads an extension built for the old one."""
+    versions = host_versions()
+    return "-".join(f"{k}{versions[k]}" for k in sorted(versions)).replace("+", "_")
+

@@ -26,12 +26,13 @@ exists its entry reports unavailable with a setup hint.
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 import logging
+import os
 import secrets
 import threading
 from abc import ABC, abstractmethod
+from pathlib import Path
 from typing import Any, Callable, ClassVar
 
 from sage_engine.config import BACKENDS, Config
@@ -184,13 +185,17 @@ class SandboxBackend(Backend):
         }
 
     def build_spec(self, source: str) -> dict[str, Any] | None:
-        """The candidate's own build folder: one per source hash, so an
-        unchanged candidate reuses its build and no candidate can write
-        another's (the pool gives the sandbox a private copy)."""
+        """The candidate's own build folder: one per source hash and
+        toolchain, so an unchanged candidate reuses its build, an upgraded
+        torch rebuilds it, and no candidate can write another's (the pool
+        gives the sandbox a private copy)."""
         if self.build_namespace is None or not self.build_vars():
             return None
-        key = f"{self.build_namespace}/{hostinfo.candidate_hash(source)}"
-        return {"key": key, "cache": str(self.config.cache_dir / key), "vars": self.build_vars()}
+        key = f"{self.build_namespace}/{hostinfo.build_tag()}/{hostinfo.candidate_hash(source)}"
+        # The real path: the sandbox binds the cache where it really lies, so a
+        # cache dir behind a symlink (a linked ~/.cache) must be named the same way.
+        cache = Path(os.path.realpath(self.config.cache_dir / self.build_namespace)) / hostinfo.build_tag()
+        return {"key": key, "cache": str(cache / hostinfo.candidate_hash(source)), "vars": self.build_vars()}
 
     def progress_steps(self, task: Task) -> int:
         return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
