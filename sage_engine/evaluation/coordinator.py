@@ -95,7 +95,6 @@ class Child:
         return self.exit_code
 
 
-F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ, named by the fcntl module only from Python 3.10 on some builds
 BULK_PIPE_BYTES = 1 << 20  # the default limit for unprivileged users (/proc/sys/fs/pipe-max-size)
 
 
@@ -106,7 +105,7 @@ def bulk_pipe() -> tuple[int, int]:
 
     r, w = os.pipe()
     try:
-        fcntl.fcntl(w, F_SETPIPE_SZ, BULK_PIPE_BYTES)
+        fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, BULK_PIPE_BYTES)
     except OSError:
         pass  # a lowered pipe-max-size: the default size still works, slower
     return r, w

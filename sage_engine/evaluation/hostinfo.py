@@ -55,4 +55,3 @@ def build_tag() -> str:
     upgrading torch never loads an extension built for the old one."""
     versions = host_versions()
     return "-".join(f"{k}{versions[k]}" for k in sorted(versions)).replace("+", "_")
-

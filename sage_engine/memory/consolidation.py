@@ -219,8 +219,8 @@ def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int,
                    if len(w) > 2 and w not in common)
     titled = set(words(draft.title))
     need = math.ceil(len(cluster) / 2)
-    common = sorted((w for w, n in seen.items() if n >= need), key=lambda w: (-seen[w], w not in titled, w))
-    return sorted(common[:limit])
+    shared = sorted((w for w, n in seen.items() if n >= need), key=lambda w: (-seen[w], w not in titled, w))
+    return sorted(shared[:limit])
 
 
 @dataclass(frozen=True)

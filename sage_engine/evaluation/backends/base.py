@@ -191,11 +191,11 @@ class SandboxBackend(Backend):
         gives the sandbox a private copy)."""
         if self.build_namespace is None or not self.build_vars():
             return None
-        key = f"{self.build_namespace}/{hostinfo.build_tag()}/{hostinfo.candidate_hash(source)}"
-        # The real path: the sandbox binds the cache where it really lies, so a
-        # cache dir behind a symlink (a linked ~/.cache) must be named the same way.
-        cache = Path(os.path.realpath(self.config.cache_dir / self.build_namespace)) / hostinfo.build_tag()
-        return {"key": key, "cache": str(cache / hostinfo.candidate_hash(source)), "vars": self.build_vars()}
+        own = f"{hostinfo.build_tag()}/{hostinfo.candidate_hash(source)}"
+        # The real path: the sandbox binds each cache folder where it really
+        # lies, so a cache behind a symlink (a linked ~/.cache) is named that way.
+        cache = Path(os.path.realpath(self.config.cache_dir / self.build_namespace)) / own
+        return {"key": f"{self.build_namespace}/{own}", "cache": str(cache), "vars": self.build_vars()}
 
     def progress_steps(self, task: Task) -> int:
         return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
