@@ -187,9 +187,10 @@ class Engine:
         validation.check_text("task", task, 20_000, required=True)
         validation.check_text("reference", reference, self.config.max_candidate_chars, required=False)
         k = self._check_k(self.config.default_k if k is None else k)
-        for name, value in (("operator", operator), ("family", family), ("backend", backend), ("hardware", hardware),
-                            ("client", client)):
-            validation.check_text(name, value, 200, required=False)
+        # An episode's labels become its lesson's: the item limit.
+        for name, value in (("operator", operator), ("family", family), ("backend", backend), ("hardware", hardware)):
+            validation.check_text(name, value, validation.LABEL_CHARS, required=False)
+        validation.check_text("client", client, 200, required=False)
         key, query = episode_key(task, operator=operator, family=family, backend=backend, hardware=hardware,
                                  client=client, scope=scope, reference=reference, load_task=self.load_task)
         filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware,

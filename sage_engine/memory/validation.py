@@ -14,6 +14,10 @@ from sage_engine.models import NewItem
 _SCOPE = re.compile(r"^(team|private|project:[A-Za-z0-9][A-Za-z0-9_.\-/]{0,99})$")
 _TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+\-]{0,63}$")
 MAX_TAGS = 32
+# operator, family, backend, hardware: on items, and on the episodes whose
+# lessons become items, so one limit for both (a longer label an episode
+# accepted would make its lesson refused).
+LABEL_CHARS = 200
 
 
 def check_scope(scope: str | None) -> str:
@@ -58,7 +62,7 @@ def validate(new: NewItem, config: Config) -> NewItem:
     check_text("code", new.code, config.max_code_chars, required=False)
     scope = check_scope(new.scope)
     for name in ("operator", "family", "backend", "hardware"):
-        check_text(name, getattr(new, name), 100, required=False)
+        check_text(name, getattr(new, name), LABEL_CHARS, required=False)
     if not -1.0 <= new.utility <= 2.0:
         raise InvalidInput("utility must lie in [-1, 2]")
     return new.model_copy(update={"tags": check_tags(new.tags), "scope": scope})

@@ -105,6 +105,16 @@ def test_a_bad_lesson_is_refused_before_anything_is_written(engine):
     assert engine.store.scalar("SELECT COUNT(*) FROM adoptions") == 0
 
 
+@pytest.mark.parametrize("label", ["operator", "family", "backend", "hardware"])
+def test_every_label_an_episode_accepts_its_lesson_can_carry(engine, label):
+    # The lesson inherits the episode's labels: what retrieval accepts, an item must hold.
+    with pytest.raises(InvalidInput, match=f"{label} is 201 characters; the limit is 200"):
+        engine.retrieve("row softmax kernel", **{label: "x" * 201})
+    r = engine.retrieve("row softmax kernel", **{label: "x" * 200})
+    report = engine.record_adoption(r.episode_id, [], lesson=Lesson(title="long labels", content="still stored"))
+    assert getattr(report.new_item, label) == "x" * 200
+
+
 def test_a_new_retrieval_by_the_same_client_and_task_closes_the_previous_episode(engine):
     seed(engine)
     first = engine.retrieve("row softmax kernel", client="cursor-1")
