@@ -68,15 +68,17 @@ def ray_config(cluster, tmp_path, **changes) -> Config:
     return Config(**base)
 
 
-def running_node(cluster, within: float = 60.0):
-    """The worker node running the (only) evaluation, once Ray says it runs."""
+def running_node(cluster, since: float, within: float = 60.0):
+    """The worker node running the (only) evaluation submitted after `since`
+    (time.time()), once Ray says it runs: the state API lags, so a finished
+    earlier evaluation can still read RUNNING for a moment."""
     from sage_engine.evaluation.ray_executor import evaluation_tasks
 
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        for t in evaluation_tasks("RUNNING"):
+        for t in evaluation_tasks("RUNNING", detail=True):
             node = cluster.node_of(t.node_id)
-            if node is not None:
+            if node is not None and (t.creation_time_ms or 0) >= since * 1000:
                 return node
         time.sleep(0.2)  # polling the cluster's own state API
     raise AssertionError("no evaluation started on a worker node")
@@ -104,6 +106,7 @@ async def test_an_evaluation_runs_on_a_host_with_the_resource_and_streams_progre
 async def bench_and_kill_its_host(config: Config, cluster) -> tuple[EvalResult, object]:
     """Send a 6 s evaluation through the MCP server; kill the raylet of the node that runs it."""
     got: dict[str, EvalResult] = {}
+    since = time.time()
     async with connect(config, within=300) as c:
         async def submit():
             r = await c.call_tool("compile_and_bench", {"candidate": candidate(6.0), "task": REFERENCE})
@@ -111,7 +114,7 @@ async def bench_and_kill_its_host(config: Config, cluster) -> tuple[EvalResult, 
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(submit)
-            node = await anyio.to_thread.run_sync(running_node, cluster)
+            node = await anyio.to_thread.run_sync(running_node, cluster, since)
             node.kill_raylet()
     return got["r"], node
 
@@ -157,10 +160,11 @@ async def test_cancelling_the_request_cancels_the_remote_evaluation(ray_cluster,
     from sage_engine.evaluation.ray_executor import evaluation_tasks
 
     config = ray_config(ray_cluster, tmp_path)
+    since = time.time()
     async with connect(config, within=300) as c:
         async with anyio.create_task_group() as tg:
             tg.start_soon(c.call_tool, "compile_and_bench", {"candidate": candidate(60.0), "task": REFERENCE})
-            await anyio.to_thread.run_sync(running_node, ray_cluster)
+            await anyio.to_thread.run_sync(running_node, ray_cluster, since)
             tg.cancel_scope.cancel()  # the client cancels its request
         with anyio.fail_after(60):
             while evaluation_tasks("RUNNING"):
@@ -195,10 +199,11 @@ async def test_hosts_and_evaluations_in_flight_are_visible(ray_cluster, tmp_path
     shown = json.loads(listing.output)
     assert {b["name"] for b in shown["backends"]} >= {"cpu", "npu"}
     assert sum(h["total"].get("NPU", 0) for h in shown["hosts"] if h["alive"]) >= 2
+    since = time.time()
     async with connect(config, within=300) as c:
         async with anyio.create_task_group() as tg:
             tg.start_soon(c.call_tool, "compile_and_bench", {"candidate": candidate(4.0), "task": REFERENCE})
-            await anyio.to_thread.run_sync(running_node, ray_cluster)
+            await anyio.to_thread.run_sync(running_node, ray_cluster, since)
             with Engine(config) as engine:
                 running = engine.running_evaluations()
             assert [r.state for r in running] == ["running"] and running[0].host
