@@ -269,8 +269,7 @@ class _Watch:
         """The running host is lost; the evaluation waits afresh for a host.
         With its node lost, it waits first for the cluster to mark the node
         dead, so that the scheduler cannot choose that node again."""
-        if self.node is not None:
-            self.lost_hosts.append(self.hosts[-1])
+        self.lost_hosts.append(self.hosts[-1] if self.node is not None else "a host that had not reported yet")
         self.dying = self.node if node_died else None
         self.node, self.started, self.waiting_since = None, None, now
 

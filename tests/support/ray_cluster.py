@@ -30,6 +30,7 @@ from pathlib import Path
 
 RAY = Path(sys.executable).parent / "ray"
 START_TIMEOUT_S = 180.0  # `ray start` on a loaded two-core machine
+READY = "This command will now block forever"  # what `ray start --block` prints once its node runs
 
 
 def _free_port() -> int:
@@ -131,22 +132,32 @@ class Cluster:
         return f"127.0.0.1:{self.port}"
 
     def _start(self, name: str, args: list[str], resources: dict[str, float]) -> Node:
-        log = open(self.temp / f"{name}.log", "wb")
-        proc = subprocess.Popen(
-            [str(RAY), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
-             "--resources", json.dumps(resources), *args],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, **self.env},
-        )
-        node = Node(name, proc, resources)
-        self.starting.append(node)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while node.raylet() is None:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                node.stop()
-                raise RuntimeError(f"ray node {name} did not start: {(self.temp / f'{name}.log').read_text()[-2000:]}")
-            time.sleep(0.2)  # polling a process we started; there is no event to wait on
-        return node
+        """Start a node and wait until `ray start` says it runs. One at a time:
+        nodes registering at once can time a `ray start` out ("Failed to get
+        node info: Deadline Exceeded") while its raylet process exists, and a
+        node whose start failed is started once more."""
+        for _ in range(2):
+            log_path = self.temp / f"{name}.log"
+            with open(log_path, "wb") as log:
+                proc = subprocess.Popen(
+                    [str(RAY), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
+                     "--resources", json.dumps(resources), *args],
+                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    env={**os.environ, **self.env},
+                )
+            node = Node(name, proc, resources)
+            self.starting.append(node)
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while READY not in log_path.read_text(errors="replace"):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)  # polling a process we started; there is no event to wait on
+            else:
+                return node
+            output = log_path.read_text(errors="replace")[-2000:]
+            node.stop()
+            self.starting.remove(node)
+        raise RuntimeError(f"ray node {name} did not start, twice: {output}")
 
     def start_head(self, num_cpus: int = 1) -> None:
         self.head = self._start("head", ["--head", "--port", str(self.port), "--temp-dir", str(self.temp / "ray"),
@@ -161,24 +172,26 @@ class Cluster:
         return node
 
     def wait_for_nodes(self) -> None:
-        """Until Ray sees exactly the nodes whose `ray start` still runs: each
-        started one alive, each stopped or killed one dead (Ray notices a lost
-        node seconds later, so counting alive nodes right after a kill lies)."""
+        """Until Ray sees exactly the nodes started and not killed: each
+        started one alive, each killed one dead (Ray notices a lost node
+        seconds later, so counting alive nodes right after a kill lies). A
+        node whose `ray start` exited unasked fails the wait at once."""
         import ray
 
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
+            gone = [n for n in self.starting if n.proc.poll() is not None and not n.killed]
+            if gone:
+                raise RuntimeError("; ".join(f"ray node {n.name} exited ({n.proc.returncode}): "
+                                             f"{(self.temp / f'{n.name}.log').read_text(errors='replace')[-1500:]}"
+                                             for n in gone))
             alive = {k.removeprefix("sage_test_") for n in ray.nodes() if n["Alive"]
                      for k in n.get("Resources", {}) if k.startswith("sage_test_")}
-            expected = {n.name for n in self.starting if n.proc.poll() is None and not n.killed}
+            expected = {n.name for n in self.starting if not n.killed}
             if alive == expected:
                 return
             if time.monotonic() > deadline:
-                dead = [f"{n.name} exited ({n.proc.returncode}): "
-                        f"{(self.temp / f'{n.name}.log').read_text(errors='replace')[-1500:]}"
-                        for n in self.starting if n.proc.poll() is not None and not n.killed]
-                raise RuntimeError(f"Ray sees {sorted(alive)}, running are {sorted(expected)}; "
-                                   + ("; ".join(dead) or "no node exited unasked"))
+                raise RuntimeError(f"Ray sees {sorted(alive)}, running are {sorted(expected)}")
             time.sleep(0.2)  # polling the cluster's state; there is no event to wait on
 
     def node_of(self, node_id: str) -> Node | None:
