@@ -6,10 +6,9 @@ local evaluation, with the warm worker pool of their Ray worker process.
 Each evaluation is one Ray task, a streaming generator: it yields the
 harness's progress events as they happen and the result last, so progress
 reaches the MCP client stage by stage. Faults:
-  - a host (node, raylet or worker process) that dies mid-evaluation: the
-    evaluation is submitted once more (`ray_retries`), as a new task, after
-    the cluster has marked a lost node dead, so it runs on another host with
-    the resource; after that the result is `crashed` with the reason
+  - a host (node, raylet or worker process) that dies mid-evaluation: Ray
+    runs the task once more on another host with the resource
+    (`ray_retries`); after that the result is `crashed` with the reason
     `evaluation host lost` and what Ray saw;
   - no host with the resource for `ray_queue_timeout_s`, or no result by the
     evaluation's own time limit after it started: `crashed`, and the remote
@@ -53,9 +52,6 @@ DEFAULT_RESOURCES: dict[str, dict[str, float]] = {
     "cuda": {"GPU": 1.0},
 }
 HOST_LOST = "evaluation host lost"
-# How long a lost host's node may take to be marked dead before its
-# evaluation is submitted again anyway (Ray's health check: about 15 s).
-NODE_DEATH_WAIT_S = 60.0
 
 
 def backend_resources(config: Config, backend: str) -> dict[str, float]:
@@ -132,63 +128,42 @@ class RayExecutor:
 
         c = self.config
         resources = backend_resources(c, backend)
-        # Ray's own retry is off: a retried task can stay pending for good after a
-        # raylet dies (seen on Ray 2.60), so a lost host's evaluation is submitted
-        # again here, as a new task, once the cluster has marked the host dead.
-        options: dict[str, Any] = {"name": task_name(task.id, backend), "max_retries": 0, "retry_exceptions": False,
+        options: dict[str, Any] = {"name": task_name(task.id, backend), "max_retries": c.ray_retries, "retry_exceptions": False,
                                    "num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
         if resources:
             options["resources"] = resources
         payload = {"task": task, "source": source, "backend": backend, "trials": trials, "config": _host_config(c)}
-        submit = lambda: self._remote.options(**options).remote(payload)  # noqa: E731
+        gen = self._remote.options(**options).remote(payload)
         watch = _Watch(time.monotonic())
-        retries_left = c.ray_retries
         lost = lambda why: _lost(task, backend, source, why, watch.hosts)  # noqa: E731
-        gen = submit()
         try:
             while True:
                 now = time.monotonic()
                 if cancel is not None and cancel.is_set():
-                    if gen is not None:
-                        ray.cancel(gen)
+                    ray.cancel(gen)
                     raise EvaluationCancelled("the evaluation was cancelled; the host stopped it and nothing was recorded")
                 if watch.started is None and now - watch.waiting_since > c.ray_queue_timeout_s:
-                    if gen is not None:
-                        ray.cancel(gen)
+                    ray.cancel(gen)
                     return lost(f"no host with {backend_resources(c, backend)} free within {c.ray_queue_timeout_s:.0f} s "
                                 "(ray_queue_timeout_s)")
                 if watch.started is not None and now - watch.started > c.eval_timeout_s + TRANSFER_MARGIN_S:
                     ray.cancel(gen)
                     return lost(f"no result within {c.eval_timeout_s:.0f} s of starting")
-                if gen is None:  # a lost host's evaluation, waiting to be submitted again
-                    if watch.may_resubmit(now):
-                        gen = submit()
-                    else:
-                        time.sleep(POLL_S)  # polling the cluster's node table; there is no event to wait on
+                watch.check_node(now)
+                ready, _ = ray.wait([gen], timeout=POLL_S)
+                if not ready:
                     continue
-                why = watch.host_died(now)
-                if why is None:
-                    ready, _ = ray.wait([gen], timeout=POLL_S)
-                    if not ready:
-                        continue
-                    try:
-                        event = ray.get(next(gen))
-                    except StopIteration:
-                        return lost("the host ended the evaluation without a result")
-                    except ray.exceptions.RayTaskError as exc:
-                        cause = getattr(exc, "cause", None)
-                        if isinstance(cause, SageError):
-                            raise cause from exc  # the caller's mistake, found on the host
-                        return lost(f"the evaluation failed on the host: {_first_line(exc)}")
-                    except ray.exceptions.RayError as exc:  # the worker, its node or the result was lost
-                        why = f"{type(exc).__name__}: {_first_line(exc)}"
-                        watch.lose(now, node_died=isinstance(exc, ray.exceptions.NodeDiedError))
-                if why is not None:
-                    ray.cancel(gen)
-                    if retries_left == 0:
-                        return lost(why)
-                    retries_left, gen = retries_left - 1, None
-                    continue
+                try:
+                    event = ray.get(next(gen))
+                except StopIteration:
+                    return lost("the host ended the evaluation without a result")
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, SageError):
+                        raise cause from exc  # the caller's mistake, found on the host
+                    return lost(f"the evaluation failed on the host: {_first_line(exc)}")
+                except ray.exceptions.RayError as exc:  # worker, node or object lost after the retries
+                    return lost(f"{type(exc).__name__}: {_first_line(exc)}")
                 watch.see(event["host"], event["node"])
                 if event["ev"] == "progress" and progress is not None:
                     # A retry starts its stages again; MCP progress must only increase.
@@ -203,8 +178,7 @@ class RayExecutor:
                                              f"{', '.join(watch.lost_hosts)})")
                     return result.model_copy(update=update)
         except BaseException:
-            if gen is not None:
-                ray.cancel(gen)  # a caller that stops listening must not leave the evaluation running
+            ray.cancel(gen)  # a caller that stops listening must not leave the evaluation running
             raise
 
     # ------------------------------------------------------------ visibility
@@ -242,48 +216,33 @@ class _Watch:
         self.hosts: list[str] = []
         self.lost_hosts: list[str] = []
         self.node: str | None = None
-        self.dying: str | None = None  # a lost host's node, until the cluster marks it dead
         self.checked = now
         self.shown = 0.0
 
     def see(self, host: str, node: str) -> None:
-        """Every event names its host; the first from a node starts the clock."""
+        """Every event names its host; the first from a node starts the clock
+        (after a retry Ray skips the events the caller already read, so the
+        retry's own "started" may never arrive)."""
         if node != self.node:
+            if self.node is not None:
+                # Events from a second node: Ray retried there, which it does only when the first was lost
+                # (exceptions are not retried), possibly before the liveness check below noticed.
+                self.lost_hosts.append(self.hosts[-1])
             self.started, self.node = time.monotonic(), node
             self.hosts.append(host)
 
-    def host_died(self, now: float) -> str | None:
-        """Why the running host is gone, once the cluster says so (a host can
-        die without the task's stream noticing); None while it lives."""
+    def check_node(self, now: float) -> None:
+        """A host that died: Ray retries elsewhere if it can; the retry gets
+        the queue timeout again to find a host."""
         if self.node is None or now - self.checked < self.NODE_CHECK_S:
-            return None
+            return
+        import ray
+
         self.checked = now
-        node = self.node
-        if _alive(node):
-            return None
-        log.warning("evaluation host %s (node %s) was lost", self.hosts[-1], node)
-        self.lose(now, node_died=False)  # already marked dead
-        return f"the cluster marked node {node} dead"
-
-    def lose(self, now: float, node_died: bool) -> None:
-        """The running host is lost; the evaluation waits afresh for a host.
-        With its node lost, it waits first for the cluster to mark the node
-        dead, so that the scheduler cannot choose that node again."""
-        self.lost_hosts.append(self.hosts[-1] if self.node is not None else "a host that had not reported yet")
-        self.dying = self.node if node_died else None
-        self.node, self.started, self.waiting_since = None, None, now
-
-    def may_resubmit(self, now: float) -> bool:
-        if self.dying is not None and _alive(self.dying) and now - self.waiting_since < NODE_DEATH_WAIT_S:
-            return False
-        self.dying = None
-        return True
-
-
-def _alive(node_id: str) -> bool:
-    import ray
-
-    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
+        if not any(n["NodeID"] == self.node and n["Alive"] for n in ray.nodes()):
+            log.warning("evaluation host %s (node %s) was lost", self.hosts[-1], self.node)
+            self.lost_hosts.append(self.hosts[-1])
+            self.node, self.started, self.waiting_since = None, None, now
 
 
 def task_name(task_id: str, backend: str) -> str:
