@@ -4,7 +4,9 @@
 task cannot run on a backend (it calls torch_npu, moves tensors to CUDA).
 `classify` turns an evaluation that did not come back correct into a cause
 that groups well: "needs NPU", "missing dependency: einops",
-"reference fails: IndexError", "not reproducible", "timeout". Causes that
+"reference fails: IndexError", "not reproducible", "timeout", "unsupported on
+this backend" (the backend's torch lacks the operator, or lacks it for the
+case's dtype: CPU torch has no float16 `avg_pool3d`). Causes that
 say the task cannot run here (`CANNOT_RUN`) are left out of the share of
 correct tasks; every other cause counts against it.
 """
@@ -16,7 +18,8 @@ from typing import Any
 
 NEEDS_NPU, NEEDS_CUDA, NEEDS_NETWORK = "needs NPU", "needs CUDA", "needs network"
 MISSING = "missing dependency"
-CANNOT_RUN = (NEEDS_NPU, NEEDS_CUDA, NEEDS_NETWORK, MISSING)
+UNSUPPORTED = "unsupported on this backend"
+CANNOT_RUN = (NEEDS_NPU, NEEDS_CUDA, NEEDS_NETWORK, MISSING, UNSUPPORTED)
 # Backends on which each requirement is met.
 MEETS = {"npu": ("npu",), "cuda": ("cuda",), "network": ()}  # the sandbox has no network
 _KIND_CAUSE = {"npu": NEEDS_NPU, "cuda": NEEDS_CUDA, "network": NEEDS_NETWORK}
@@ -24,6 +27,12 @@ _NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 _EXC = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning|Interrupt))\b")
 _NETWORK = ("huggingface.co", "couldn't connect", "offline mode", "Temporary failure in name resolution",
             "Network is unreachable", "Max retries exceeded")
+# What torch says when the backend has no kernel for an operator, or for a dtype.
+_UNSUPPORTED = (
+    (re.compile(r"\"(\w+)\" not implemented for '(\w+)'"), "torch has no {1} kernel for {0}"),
+    (re.compile(r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'"), "this torch has no operator {0}.{1}"),
+    (re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend"), "torch has no {1} kernel for {0}"),
+)
 _CUDA = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "CUDA driver", "cuda runtime error",
          "no CUDA GPUs are available")
 
@@ -56,6 +65,10 @@ def classify(result: Any) -> tuple[str, str]:
         return NEEDS_NPU, _first_line(text)
     if any(marker in text for marker in _NETWORK):
         return NEEDS_NETWORK, _first_line(text)
+    for pattern, detail in _UNSUPPORTED:
+        found = pattern.search(text)
+        if found and result.status != "incorrect" and "Sparse" not in found.group(0):  # sparse: the harness's gap
+            return UNSUPPORTED, detail.format(*found.groups())
     status = result.status
     if status == "incorrect":
         return "not reproducible", _first_line(result.mismatch or text)

@@ -75,23 +75,31 @@ def _int_value(node: ast.AST) -> int | None:
 
 
 def _constant_assigns(tree: ast.Module):
-    for index, node in enumerate(tree.body):
+    """(name, the node of its value) for each top-level assignment: `n = 4096`,
+    `n: int = 4096`, and each name of `batch, seq, dim = 2, 4096, 4096`."""
+    for node in tree.body:
         if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
-            yield index, node, node.targets[0].id
+            yield node.targets[0].id, node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            yield index, node, node.target.id
+            yield node.target.id, node.value
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                and isinstance(node.targets[0], (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
+                and len(node.targets[0].elts) == len(node.value.elts) \
+                and all(isinstance(t, ast.Name) for t in node.targets[0].elts):
+            for target, value in zip(node.targets[0].elts, node.value.elts):
+                yield target.id, value
 
 
 def module_slots(source: str) -> list[Slot]:
     """Top-level integer constants and the integer elements of top-level
     int tuples/lists. Keys: ("const", name) or ("const", name, i)."""
     slots = []
-    for _, node, name in _constant_assigns(ast.parse(source)):
-        value = _int_value(node.value)
+    for name, node in _constant_assigns(ast.parse(source)):
+        value = _int_value(node)
         if value is not None:
             slots.append(Slot(("const", name), name, value))
-        elif isinstance(node.value, (ast.Tuple, ast.List)):
-            items = [_int_value(e) for e in node.value.elts]
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            items = [_int_value(e) for e in node.elts]
             if items and all(v is not None for v in items):
                 slots.extend(Slot(("const", name, i), name, v) for i, v in enumerate(items))
     return slots
@@ -121,11 +129,10 @@ def _splice(source: str, text_for) -> str:
         offsets.append(offsets[-1] + len(line.encode("utf-8")))
     data = source.encode("utf-8")
     edits = []
-    for _, node, name in _constant_assigns(tree):
-        text = text_for(name, node.value)
+    for name, value_node in _constant_assigns(tree):
+        text = text_for(name, value_node)
         if text is None:
             continue
-        value_node = node.value
         start = offsets[value_node.lineno - 1] + value_node.col_offset
         end = offsets[value_node.end_lineno - 1] + value_node.end_col_offset
         edits.append((start, end, text.encode("utf-8")))
@@ -137,12 +144,12 @@ def _splice(source: str, text_for) -> str:
 def module_values(source: str, names: list[str] | None = None) -> dict[str, Any]:
     """The top-level integer constants as written (for recording original sizes)."""
     out: dict[str, Any] = {}
-    for _, node, name in _constant_assigns(ast.parse(source)):
+    for name, node in _constant_assigns(ast.parse(source)):
         if names is not None and name not in names:
             continue
-        value = _int_value(node.value)
-        if value is None and isinstance(node.value, (ast.Tuple, ast.List)):
-            items = [_int_value(e) for e in node.value.elts]
+        value = _int_value(node)
+        if value is None and isinstance(node, (ast.Tuple, ast.List)):
+            items = [_int_value(e) for e in node.elts]
             value = items if all(v is not None for v in items) else None
         if value is not None:
             out[name] = value
@@ -151,7 +158,7 @@ def module_values(source: str, names: list[str] | None = None) -> dict[str, Any]
 
 def module_names(source: str) -> set[str]:
     """Names the module assigns at top level."""
-    return {name for _, _, name in _constant_assigns(ast.parse(source))}
+    return {name for name, _ in _constant_assigns(ast.parse(source))}
 
 
 def set_constants(source: str, values: dict[str, Any]) -> str:

@@ -36,6 +36,11 @@ _RANDOM_CALLS = {
     "FeatureAlphaDropout", "rrelu", "RReLU", "uniform_", "normal_", "bernoulli_", "random_", "exponential_",
     "geometric_", "cauchy_", "log_normal_", "gumbel_softmax",
 }
+# nn modules whose construction draws random initial weights: built inside
+# forward, each call (and each process) gets different ones.
+_RANDOM_INIT_MODULE = re.compile(
+    r"(Lazy)?(Linear|Bilinear|Conv(Transpose)?[123]d|Embedding(Bag)?|(RNN|LSTM|GRU)(Cell)?|MultiheadAttention"
+    r"|Transformer((Encoder|Decoder)(Layer)?)?)")
 SHIM_SOURCE = '''
 
 # --- added by `sage suite import`: CPU torch cannot draw uniform/normal values
@@ -292,8 +297,9 @@ def _model_class(tree: ast.Module) -> ast.ClassDef | None:
 
 def random_in_forward(tree: ast.Module) -> list[int]:
     """Lines where the Model draws random numbers after construction: in its
-    methods other than __init__, in the modules __init__ creates that are
-    random (dropout), and in the top-level functions it calls."""
+    methods other than __init__ (including modules built there, whose initial
+    weights are random), in the modules __init__ creates that are random
+    (dropout), and in the top-level functions it calls."""
     model = _model_class(tree)
     if model is None:
         return []
@@ -306,10 +312,18 @@ def random_in_forward(tree: ast.Module) -> list[int]:
         if node.name == "__init__":
             # Creating random modules (nn.Dropout) is deterministic; using them is not.
             calls = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr[:1].isupper()]
+        else:
+            calls += _weights_drawn(node)
         lines += [c.lineno for c in calls]
         for name in _used_names([node]) & set(functions):
-            lines += [c.lineno for c in _random_calls(functions[name])]
+            lines += [c.lineno for c in _random_calls(functions[name]) + _weights_drawn(functions[name])]
     return sorted(set(lines))
+
+
+def _weights_drawn(node: ast.AST) -> list[ast.Call]:
+    """Constructions of nn modules with random initial weights (`nn.Conv2d(...)`)."""
+    return [sub for sub in ast.walk(node) if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
+            and _RANDOM_INIT_MODULE.fullmatch(sub.func.attr)]
 
 
 def seed_random_forward(tree: ast.Module, seed: int) -> bool:

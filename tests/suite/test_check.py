@@ -62,6 +62,8 @@ def checked(tmp_path_factory):
     import_tasks(trees / "kb" / "KernelBench" / "level3", suite)
     _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
     _hand_written(suite, "broken_inputs", "return x", inputs="[torch.randn(4)[[9]]]")
+    # An operator only torch_npu registers, as MultiKernelBench's relu_backward calls it.
+    _hand_written(suite, "npu_only_op", "return torch.ops.aten.relu_backward(x, x)")
     # Updates in place, inside a list argument: each side has its own inputs, refreshed in place when timed.
     _hand_written(suite, "scale_list_in_place", "return torch.cat([g.mul_(2.0) for g in x])", inputs="[[torch.randn(4)]]")
     calls = []
@@ -90,9 +92,13 @@ def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checke
         assert einops.status == "correct"
     else:
         assert (einops.status, einops.cause) == ("cannot_run", "missing dependency: einops")
+    unsupported = by_id["npu_only_op"]
+    assert (unsupported.status, unsupported.cause) == ("cannot_run", "unsupported on this backend")
+    assert unsupported.detail == "this torch has no operator aten.relu_backward"
     summary = report.summary
-    assert summary["tasks"] == 8 and summary["runnable"] == (7 if HAS_EINOPS else 6)
+    assert summary["tasks"] == 9 and summary["runnable"] == (7 if HAS_EINOPS else 6)
     assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
+    assert summary["cannot_run"]["unsupported on this backend"] == ["npu_only_op"]
 
 
 def test_failures_are_grouped_by_cause(checked):

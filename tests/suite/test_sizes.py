@@ -36,6 +36,17 @@ def test_rewriting_constants_keeps_every_other_character():
     assert sizes.set_constants(MODULE, {"eps": 0.001}).count("eps = 0.001\n") == 1
 
 
+def test_constants_assigned_together_are_slots_rewritten_in_place():
+    # As MultiKernelBench's attention tasks write their sizes.
+    source = "import torch\n\nbatch_size, seq_len, d_model, num_heads = 2, 4096, 4096 // 2, 32  # sizes\n"
+    slots = {s.key: s for s in sizes.module_slots(source)}
+    assert slots[("const", "seq_len")].value == 4096 and slots[("const", "d_model")].value == 2048
+    assert sizes.module_values(source) == {"batch_size": 2, "seq_len": 4096, "d_model": 2048, "num_heads": 32}
+    out = sizes.apply_module(source, {("const", "seq_len"): 512, ("const", "d_model"): 256})
+    assert out == "import torch\n\nbatch_size, seq_len, d_model, num_heads = 2, 512, 256, 32  # sizes\n"
+    assert sizes.set_constants(out, {"seq_len": 4096}).count(", 4096, 256,") == 1
+
+
 def test_halving_keeps_odd_sizes_odd_and_stops_at_the_floor():
     assert sizes.halve(4096) == 2048
     assert sizes.halve(241) == 121

@@ -92,6 +92,33 @@ def test_a_forward_that_draws_random_numbers_becomes_a_function_of_its_inputs():
     assert not source.random_in_forward(quiet)
 
 
+def test_a_layer_built_inside_forward_is_seeded_and_one_built_in_init_is_left_alone():
+    # As benchmarks write a functional conv task: the layer, with fresh random weights, built on every call.
+    text = textwrap.dedent("""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.act = nn.GELU()
+
+            def forward(self, x, out_channels):
+                conv = nn.Conv1d(x.shape[1], out_channels, 3)
+                return self.act(conv(x))
+    """)
+    tree = ast.parse(text)
+    assert source.random_in_forward(tree) == [11]
+    assert source.seed_random_forward(tree, seed=3)
+    model = _module(ast.unparse(tree)).Model()
+    x = torch.randn(2, 4, 16)
+    assert torch.equal(model(x, 5), model(x, 5))
+    in_init = ast.parse("import torch.nn as nn\nclass Model(nn.Module):\n"
+                        "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n"
+                        "    def forward(self, x):\n        return nn.ReLU()(self.conv(x))\n")
+    assert not source.random_in_forward(in_init)
+
+
 def test_requirements_come_from_calls_not_from_imports_guards_or_comments():
     needs = source.requirements(ast.parse(textwrap.dedent('''
         """Replaces torch_npu.npu_rotary_mul"""
