@@ -65,10 +65,6 @@ def classify(result: Any) -> tuple[str, str]:
         return NEEDS_NPU, _first_line(text)
     if any(marker in text for marker in _NETWORK):
         return NEEDS_NETWORK, _first_line(text)
-    for pattern, detail in _UNSUPPORTED:
-        found = pattern.search(text)
-        if found and result.status != "incorrect" and "Sparse" not in found.group(0):  # sparse: the harness's gap
-            return UNSUPPORTED, detail.format(*found.groups())
     status = result.status
     if status == "incorrect":
         return "not reproducible", _first_line(result.mismatch or text)
@@ -83,6 +79,10 @@ def classify(result: Any) -> tuple[str, str]:
         return "harness: sparse tensor inputs", _first_line(text)
     if "evaluation failed inside the sandbox" in text:
         return f"harness: {_exception(text)}", _first_line(text)
+    for pattern, detail in _UNSUPPORTED:
+        found = pattern.search(text)
+        if found:
+            return UNSUPPORTED, detail.format(*found.groups())
     if "the reference" in text:
         return f"reference fails: {_exception(text)}", _first_line(text)
     if status == "compile_error":
