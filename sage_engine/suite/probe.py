@@ -42,6 +42,11 @@ CHECK_BELOW = 8.0
 # Cases estimated above this share of the target also run once for real: the
 # estimate misses slow dtypes (bfloat16/float16 arithmetic on CPUs).
 PROVE_ABOVE = 0.25
+# When the chosen sizes fail on the CPU, this many steps back are tried, and
+# further ones while their estimate stays under CHECK_BELOW x the target: a
+# rule the meta device cannot see (indices drawn up to 10000 into a table
+# halved below that) can fail several halvings in a row.
+BACK_OFF = 3
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
           "complex64")
 
@@ -141,17 +146,20 @@ def _error(exc: BaseException) -> str:
 class _Search:
     """One case (or the module constants) of one task."""
 
-    def __init__(self, source: str, case: dict[str, Any], seed: int, opts: dict[str, Any], module_mode: bool):
+    def __init__(self, source: str, case: dict[str, Any], seed: int, opts: dict[str, Any], module_mode: bool,
+                 constructor: list[sizes.Slot] | None = None):
         self.source, self.case, self.seed, self.opts, self.module_mode = source, case, seed, opts, module_mode
-        self.slots = sizes.module_slots(source) if module_mode else sizes.case_slots(case)
+        self.slots = (sizes.module_slots(source) if module_mode else sizes.case_slots(case)) + list(constructor or [])
         self.names = {s.key: s.name for s in self.slots}
         self.target = float(opts["target_ms"])
         self.notes: list[str] = []
 
     def configured(self, values: dict[tuple, int]) -> tuple[str, dict[str, Any]]:
+        source = sizes.apply_init(self.source, {k: v for k, v in values.items() if k[0] == "attr"})
+        values = {k: v for k, v in values.items() if k[0] != "attr"}
         if self.module_mode:
-            return sizes.apply_module(self.source, values), self.case
-        return self.source, sizes.apply_case(self.case, values)
+            return sizes.apply_module(source, values), self.case
+        return source, sizes.apply_case(self.case, values)
 
     def cost(self, values: dict[tuple, int], method: str) -> _Cost:
         source, case = self.configured(values)
@@ -179,7 +187,7 @@ class _Search:
         return None
 
     def halve_while(self, current: dict[tuple, int], cost: _Cost, limit: float, failed: set[tuple],
-                    path: list[dict[tuple, int]]) -> tuple[dict[tuple, int], _Cost]:
+                    path: list[tuple[dict[tuple, int], float]]) -> tuple[dict[tuple, int], _Cost]:
         """Halve the largest slot while the cost exceeds `limit`; keep a halving
         only if it stays valid and saves enough."""
         gain = REAL_GAIN if cost.method == "cpu" else MIN_GAIN
@@ -200,7 +208,7 @@ class _Search:
                     failed.add(keys)
                     continue
                 current, cost = trial, trial_cost
-                path.append(current)
+                path.append((current, self.ms(cost)))
                 break
             else:
                 break
@@ -228,7 +236,7 @@ class _Search:
             report["notes"].append("sizes kept: the cost could not be estimated")
             return report
         report["original"] = cost.as_dict(self.opts)
-        path, failed = [original], set()
+        path, failed = [(original, self.ms(cost))], set()
         current, cost = self.halve_while(original, cost, self.target, failed, path)
         if cost.method != "cpu" and self.ms(cost) < self.target * PROVE_ABOVE and current == original:
             report["final"] = report["original"]
@@ -242,34 +250,76 @@ class _Search:
         values, final = proved
         report["final"] = final.as_dict(self.opts)
         report["changes"] = [[list(k), old, new] for k, (old, new) in sizes.changes(self.slots, values).items()]
-        if not report["changes"] and self.ms(final) > SLACK * self.target:
+        if not report["changes"] and (final.ms if final.ms is not None else self.ms(final)) > SLACK * self.target:
             report["notes"].append("sizes kept: no halving keeps the reference valid")
         return report
 
-    def prove(self, path: list[dict[tuple, int]], cost: _Cost, failed: set[tuple]
+    def prove(self, path: list[tuple[dict[tuple, int], float]], cost: _Cost, failed: set[tuple]
               ) -> tuple[dict[tuple, int], _Cost] | None:
         """Run the chosen sizes on the CPU (backing off to larger ones when
         they fail), then go on halving while a real call is far over the target."""
-        for back in range(min(len(path), 3)):
-            values = path[len(path) - 1 - back]
+        for back, (values, estimate) in enumerate(reversed(path)):
+            if back >= BACK_OFF and estimate > CHECK_BELOW * self.target:
+                break
             try:
                 real = self.cost(values, "cpu")
             except BaseException as exc:
                 self.notes.append(f"sizes failed on the CPU: {_error(exc)}")
                 continue
-            values, real = self.halve_while(values, real, SLACK * self.target, set(failed), [values])
+            values, real = self.halve_while(values, real, SLACK * self.target, set(failed), [(values, real.ms)])
             return values, _Cost(cost.method, cost.nbytes, cost.flops, real.ms)
         return None
 
 
+def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts: dict[str, Any]
+                       ) -> tuple[list[list], list[dict[str, Any]], list[_Cost | None]]:
+    """Sizes the model fixes in its constructor (`self.vocab_size = 65536`)
+    where the cases are rows: one value must serve every case (a candidate is
+    built the same way for all of them). They are chosen on the case that
+    costs the most, together with that case's sizes; a case size halved with a
+    constructor size of the same value is the same dimension, so that value
+    follows in every case. Returns the constructor changes, the cases with
+    the followed dimensions, and each case's cost at its original sizes."""
+    constructor = sizes.init_slots(source)
+    if not constructor:
+        return [], cases, [None] * len(cases)
+    costs = []
+    for case in cases:
+        search = _Search(source, case, seed, opts, False)
+        costs.append(search.first_cost({s.key: s.value for s in search.slots}))
+    heavy = max(range(len(cases)), key=lambda i: costs[i].estimate_ms(opts) if costs[i] else 0.0)
+    report = _Search(source, cases[heavy], seed, opts, False, constructor).run()
+    changed = [change for change in report["changes"] if change[0][0] == "attr"]
+    follow = {old: new for _, old, new in changed
+              if any(k[0] == "case" and (o, n) == (old, new) for k, o, n in report["changes"])}
+    followed = [sizes.apply_case(case, {s.key: follow[s.value] for s in sizes.case_slots(case) if s.value in follow})
+                for case in cases]
+    return changed, followed, costs
+
+
 def run_probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
-    """Child-side runner: per-case size choices for CPU."""
+    """Child-side runner: per-case size choices for CPU (and, for tasks whose
+    cases are rows, the sizes the constructor fixes, one for all cases)."""
     task, opts = request["task"], request["scale"]
     source, seed = task["reference_source"], int(task.get("seed", 1024))
     cases = task["cases"]
     module_mode = cases == [{}]
+    constructor, searched, original_costs = [], cases, [None] * len(cases)
+    if not module_mode:
+        emit.progress(0, len(cases) + 1, "sizing the constructor")
+        constructor, searched, original_costs = _constructor_sizes(source, cases, seed, opts)
+        source = sizes.apply_init(source, {tuple(k): new for k, _, new in constructor})
     out = []
-    for index, case in enumerate(cases):
+    for index, case in enumerate(searched):
         emit.progress(index + 1, len(cases) + 1, f"sizing case {index + 1}/{len(cases)}")
-        out.append(_Search(source, case, seed, opts, module_mode).run())
-    return {"status": "correct", "message": "sized", "scale": out}
+        report = _Search(source, case, seed, opts, module_mode).run()
+        if case is not cases[index]:
+            # Changes are recorded against the benchmark's row, the followed dimensions included.
+            final = sizes.apply_case(case, {tuple(k): new for k, _, new in report["changes"]})
+            before = {s.key: s.value for s in sizes.case_slots(cases[index])}
+            report["changes"] = [[list(s.key), before[s.key], s.value] for s in sizes.case_slots(final)
+                                 if before.get(s.key) != s.value]
+        if constructor and original_costs[index] is not None:
+            report["original"] = original_costs[index].as_dict(opts)
+        out.append(report)
+    return {"status": "correct", "message": "sized", "scale": out, "constructor": constructor}

@@ -5,7 +5,8 @@ The benchmarks size their tasks for accelerators (KernelBench's softmax is
 tens of milliseconds. `scale_task` asks the sandbox child
 (`probe.run_probe`) to choose the sizes, then writes them into the task:
 KernelBench-style constants into reference.py, case sizes into task.json's
-cases, and the original values into task.json's `origin.scaled`.
+cases, sizes the model's constructor fixes (for tasks whose cases are rows)
+into reference.py, and the original values into task.json's `origin.scaled`.
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
             scaled["constants"] = {_label(k): [old, new] for k, old, new in per_case[0]["changes"]}
             report.scaled_cases = 1
     else:
+        constructor = {tuple(k): new for k, _, new in result.get("constructor") or []}
+        if constructor:
+            reference = task_dir / "reference.py"
+            reference.write_text(sizes.apply_init(reference.read_text(encoding="utf-8"), constructor), encoding="utf-8")
+            scaled["constructor"] = {f"self.{k[1]}": [old, new] for k, old, new in result["constructor"]}
         cases = [dict(c) for c in meta.get("cases", [])]
         for index, (case, found) in enumerate(zip(cases, per_case)):
             changes = {tuple(k): new for k, _, new in found["changes"]}

@@ -122,14 +122,16 @@ def apply_module(source: str, values: dict[tuple, int]) -> str:
     return _splice(source, text)
 
 
-def _splice(source: str, text_for) -> str:
+def _splice(source: str, text_for, assigns=None) -> str:
+    """The source with the value of each assignment that `text_for` answers
+    for replaced; `assigns` picks the assignments (the top-level ones by default)."""
     tree = ast.parse(source)
     offsets = [0]
     for line in source.splitlines(keepends=True):
         offsets.append(offsets[-1] + len(line.encode("utf-8")))
     data = source.encode("utf-8")
     edits = []
-    for name, value_node in _constant_assigns(tree):
+    for name, value_node in (assigns or _constant_assigns)(tree):
         text = text_for(name, value_node)
         if text is None:
             continue
@@ -166,6 +168,47 @@ def set_constants(source: str, values: dict[str, Any]) -> str:
     values (written with repr); every other character is kept."""
     edits = {("const", name): value for name, value in values.items()}
     return _splice(source, lambda name, node: repr(edits[("const", name)]) if ("const", name) in edits else None)
+
+
+# ------------------------------------------------------- constructor sizes
+
+
+def _init_assigns(tree: ast.Module):
+    """(name, value node) for each `self.name = <integer>` directly in
+    `Model.__init__`, for names the constructor assigns once."""
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    init = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
+                None)
+    if init is None:
+        return
+    assigned: dict[str, int] = {}
+    for node in ast.walk(init):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    assigned[t.attr] = assigned.get(t.attr, 0) + 1
+    for node in init.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" \
+                and assigned.get(target.attr) == 1 and _int_value(node.value) is not None:
+            yield target.attr, node.value
+
+
+def init_slots(source: str) -> list[Slot]:
+    """Sizes the model fixes in its constructor (`self.vocab_size = 65536`),
+    which no case row and no `get_init_inputs` reaches. Keys: ("attr", name)."""
+    return [Slot(("attr", name), name, _int_value(node)) for name, node in _init_assigns(ast.parse(source))]
+
+
+def apply_init(source: str, values: dict[tuple, int]) -> str:
+    """The source with the given constructor slots set; every other character is kept."""
+    wanted = {k[1]: v for k, v in values.items() if k[0] == "attr"}
+    if not wanted:
+        return source
+    return _splice(source, lambda name, node: repr(int(wanted[name])) if name in wanted else None, _init_assigns)
 
 
 # ------------------------------------------------------------------ case rows
@@ -276,7 +319,9 @@ def shape_volume(case: dict[str, Any]) -> int:
 
 def proposals(slots: list[Slot], current: dict[tuple, int], failed: set[tuple]) -> list[tuple[tuple, ...]]:
     """Halvings to try next, best first: every slot sharing the largest value
-    together (equal sizes are usually the same dimension), then each alone."""
+    together (equal sizes are usually the same dimension), with the slots one
+    below it (the dimension's last index: a target `"range": [0, 4095]` of a
+    4096-class input), then each alone."""
     live = [s for s in slots if scalable(Slot(s.key, s.name, current[s.key]))]
     by_value: dict[int, list[tuple]] = {}
     for s in live:
@@ -284,15 +329,24 @@ def proposals(slots: list[Slot], current: dict[tuple, int], failed: set[tuple]) 
     out: list[tuple[tuple, ...]] = []
     for value in sorted(by_value, reverse=True):
         keys = tuple(by_value[value])
-        candidates = [keys] + ([(k,) for k in keys] if len(keys) > 1 else [])
+        tied = keys + tuple(by_value.get(value - 1, ()))
+        candidates = ([tied] if len(tied) > len(keys) else []) + [keys] + ([(k,) for k in keys] if len(keys) > 1 else [])
         out.extend(c for c in candidates if c not in failed)
     return out
 
 
 def halved(current: dict[tuple, int], keys: tuple[tuple, ...], names: dict[tuple, str] | None = None
            ) -> dict[tuple, int]:
+    """`current` with `keys` halved. Halved together, a slot one below the
+    largest stays one below it (a last index follows its size)."""
     names = names or {}
-    return {**current, **{k: halve(current[k], names.get(k, "")) for k in keys}}
+    out = {**current, **{k: halve(current[k], names.get(k, "")) for k in keys}}
+    top = max((current[k] for k in keys), default=0)
+    sizes_of_top = [out[k] for k in keys if current[k] == top]
+    for k in keys:
+        if current[k] == top - 1 and sizes_of_top:
+            out[k] = sizes_of_top[0] - 1
+    return out
 
 
 def changes(slots: list[Slot], final: dict[tuple, int]) -> dict[tuple, tuple[int, int]]:

@@ -63,6 +63,22 @@ def test_equal_sizes_are_halved_together_first():
     assert (("case", "input_shape", "text", 2),) in sizes.proposals(slots, current, {first})
 
 
+def test_a_last_index_is_halved_with_its_size_and_stays_one_below_it():
+    # MultiKernelBench's nll_loss: targets drawn from [0, C - 1] for C classes.
+    for classes in (4096, 128000, 15259):
+        case = {"case_inputs": [{"name": "input", "type": "tensor", "shape": [2, classes, 64]},
+                                {"name": "target", "type": "tensor", "shape": [2, 64], "range": [0, classes - 1]}]}
+        slots = sizes.case_slots(case)
+        current = {s.key: s.value for s in slots}
+        first = sizes.proposals(slots, current, set())[0]
+        assert set(first) == {("case", "case_inputs", 0, "shape", 1), ("case", "case_inputs", 1, "range", 1)}
+        out = sizes.halved(current, first)
+        assert out[("case", "case_inputs", 1, "range", 1)] == out[("case", "case_inputs", 0, "shape", 1)] - 1
+        assert out[("case", "case_inputs", 0, "shape", 1)] < classes
+        # The size alone stays a fallback.
+        assert (("case", "case_inputs", 0, "shape", 1),) in sizes.proposals(slots, current, {first})
+
+
 def test_case_text_and_json_shapes_are_rewritten_in_their_own_form():
     case = {"input_shape": "[48, 128, 256]", "dtype": "float16", "flag": True,
             "case_inputs": [{"name": "x", "type": "tensor", "shape": [1, 128, 4096]},
@@ -77,3 +93,27 @@ def test_case_text_and_json_shapes_are_rewritten_in_their_own_form():
 
 def test_shape_volume_adds_up_every_shape_in_a_row():
     assert sizes.shape_volume({"a": "[4, 8]", "b": [[2, 3], [5]], "dtype": "float32", "n": 7}) == 32 + 6 + 5
+
+
+def test_sizes_the_constructor_fixes_are_slots_and_are_rewritten_in_place():
+    source = (
+        "class Model:\n"
+        "    def __init__(self, dim):\n"
+        "        self.vocab_size = 65536  # table rows\n"
+        "        self.hidden_size: int = 4096\n"
+        "        self.dim = dim\n"
+        "        self.steps = 64\n"
+        "        self.steps = 128\n"
+        "        if dim:\n"
+        "            self.width = 512\n"
+        "\n"
+        "class Other:\n"
+        "    def __init__(self):\n"
+        "        self.rows = 1024\n"
+    )
+    # Only literal sizes assigned once, directly in Model's constructor
+    # (an annotated one included); parameters, reassigned names and other classes are not.
+    assert [(s.key, s.value) for s in sizes.init_slots(source)] == [(("attr", "vocab_size"), 65536),
+                                                                    (("attr", "hidden_size"), 4096)]
+    out = sizes.apply_init(source, {("attr", "vocab_size"): 16384, ("attr", "hidden_size"): 512, ("const", "n"): 8})
+    assert out == source.replace("= 65536  #", "= 16384  #").replace("int = 4096", "int = 512")
