@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-import functools
 import dataclasses
+import functools
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import click
@@ -30,10 +32,26 @@ class State:
     def __init__(self, db: str | None, backend: str | None, as_json: bool, executor: str | None = None):
         self.db, self.backend, self.as_json, self.executor = db, backend, as_json, executor
         self._engine = None
+        self._chosen: list[str] = []
+
+    def chose(self, *paths: str | Path | None) -> None:
+        """Paths the user typed on this command line. The candidate roots keep
+        a *client* of the servers from naming files outside them; here the
+        person at the terminal named these, so their folders are allowed too
+        (`sage suite check ~/nkb-tasks` from any directory). Call before the
+        engine opens."""
+        for path in paths:
+            if path is not None and Path(path).exists():
+                resolved = Path(path).resolve()
+                self._chosen.append(str(resolved if resolved.is_dir() else resolved.parent))
 
     @property
     def config(self) -> Config:
-        return Config.from_env(db=self.db, backend=self.backend, executor=self.executor)
+        config = Config.from_env(db=self.db, backend=self.backend, executor=self.executor)
+        if self._chosen:
+            roots = config.candidate_roots or str(Path.cwd())  # empty means the working directory
+            config = dataclasses.replace(config, candidate_roots=os.pathsep.join([roots, *self._chosen]))
+        return config
 
     @property
     def engine(self):

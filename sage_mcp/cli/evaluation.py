@@ -50,6 +50,7 @@ def render_result(r) -> None:
 @handle_errors
 def bench(state: State, candidate, task, bench_backend, trials, episode_id) -> None:
     """Compile, check and time CANDIDATE (a file defining ModelNew) against a task."""
+    state.chose(candidate, task)
     with _progress() as bar:
         job = bar.add_task("evaluating", total=None)
 

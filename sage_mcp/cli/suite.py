@@ -27,6 +27,7 @@ def suite() -> None:
 @handle_errors
 def suite_list(state: State, level, family, suite_dir) -> None:
     """Every task with its family, level, cases and example solutions."""
+    state.chose(suite_dir)
     tasks = state.engine.list_tasks(level=level, family=family, suite_dir=suite_dir)
     emit(state, tasks, lambda ts: table(f"{len(ts)} tasks", ["id", "family", "level", "cases", "examples", "name"],
          [(t.id, t.family, t.level, t.cases, ", ".join(t.examples), t.name) for t in ts]))
@@ -39,6 +40,7 @@ def suite_list(state: State, level, family, suite_dir) -> None:
 @handle_errors
 def suite_show(state: State, task_id) -> None:
     """A task's description, cases and reference source."""
+    state.chose(task_id)
     summary = state.engine.get_task(task_id)
     source = state.engine.task_source(task_id)
 
@@ -65,6 +67,7 @@ def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> 
     """Evaluate the suite's example solutions and print a summary table."""
     from sage_engine.evaluation.tasks import list_suite
 
+    state.chose(suite_dir)
     backend = run_backend or state.engine.config.backend
     prefix = SOLUTION_PREFIX.get(backend, "cpu_")
     tasks = list_suite(Path(suite_dir).resolve() if suite_dir else None, level=level, family=family)
@@ -153,6 +156,7 @@ def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_i
     if folder is not None and not Path(folder).is_dir():
         raise click.BadParameter(f"{folder!r} is neither 'bundled' nor a folder", param_hint="--suite")
     ids = [t.strip() for t in task_ids.split(",") if t.strip()] if task_ids else None
+    state.chose(folder)
     with _progress() as bar:
         job = bar.add_task("checking", total=None)
 

@@ -143,8 +143,11 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
     suite = tmp_path / "suite"
     _hand_written(suite, "double", "return x * 2")
     _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
-    env = {"SAGE_CANDIDATE_ROOTS": str(tmp_path), "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+    # No SAGE_CANDIDATE_ROOTS, and the suite lies outside the working
+    # directory: a folder typed on the command line is the user's own choice.
+    env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(tmp_path / "cache"),
            "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    assert Path.cwd() not in suite.parents
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", str(suite), "--json"], env=env,
                            catch_exceptions=False)
