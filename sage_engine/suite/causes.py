@@ -33,6 +33,8 @@ _UNSUPPORTED = (
     (re.compile(r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'"), "this torch has no operator {0}.{1}"),
     (re.compile(r"Could not run '([\w:.]+)' with arguments from the '(\w+)' backend"), "torch has no {1} kernel for {0}"),
 )
+# A failed allocation (the sandbox caps address space), or the kernel's OOM killer.
+_MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "out-of-memory", "MemoryError")
 _CUDA = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "CUDA driver", "cuda runtime error",
          "no CUDA GPUs are available")
 
@@ -72,9 +74,12 @@ def classify(result: Any) -> tuple[str, str]:
         return "rejected by the static checks", _first_line(text)
     if status == "timeout":
         return "timeout", _first_line(text)
+    if any(marker in text for marker in _MEMORY):
+        return "out of memory", _first_line(text)
     if status == "crashed":
-        memory = "memory" in text.lower() or "killed" in text.lower()
-        return ("out of memory" if memory else "crashed"), _first_line(text)
+        # Both processes run the reference's code here, so whichever died first, it is the reference's crash.
+        signal = re.search(r"\b(SIG[A-Z]+)\b", text)
+        return (f"reference fails: {signal.group(1)}" if signal else "crashed"), _first_line(text)
     if "SparseCPU" in text or "SparseCUDA" in text:
         return "harness: sparse tensor inputs", _first_line(text)
     if "evaluation failed inside the sandbox" in text:

@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from sage_engine.config import Config
 from sage_engine.errors import InvalidInput, NotFound
+from sage_engine.models import EvalResult
+from sage_engine.suite.causes import classify
 from sage_engine.evaluation.tasks import list_suite
 from sage_engine.suite.check import TaskCheck, check_suite, select_tasks, summarize
 from sage_engine.suite.importers import import_tasks
@@ -62,6 +64,8 @@ def checked(tmp_path_factory):
     import_tasks(trees / "kb" / "KernelBench" / "level3", suite)
     _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
     _hand_written(suite, "broken_inputs", "return x", inputs="[torch.randn(4)[[9]]]")
+    # Dies as MultiKernelBench's embedding_dense_backward does, whose builder draws an index one past the table.
+    _hand_written(suite, "aborts", "import os; os.abort()")
     # An operator only torch_npu registers, as MultiKernelBench's relu_backward calls it.
     _hand_written(suite, "npu_only_op", "return torch.ops.aten.relu_backward(x, x)")
     # Updates in place, inside a list argument: each side has its own inputs, refreshed in place when timed.
@@ -96,7 +100,7 @@ def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checke
     assert (unsupported.status, unsupported.cause) == ("cannot_run", "unsupported on this backend")
     assert unsupported.detail == "this torch has no operator aten.relu_backward"
     summary = report.summary
-    assert summary["tasks"] == 9 and summary["runnable"] == (7 if HAS_EINOPS else 6)
+    assert summary["tasks"] == 10 and summary["runnable"] == (8 if HAS_EINOPS else 7)
     assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
     assert summary["cannot_run"]["unsupported on this backend"] == ["npu_only_op"]
 
@@ -106,9 +110,11 @@ def test_failures_are_grouped_by_cause(checked):
     by_id = {t.id: t for t in report.tasks}
     assert by_id["noisy"].cause == "not reproducible: random numbers in forward"
     assert by_id["broken_inputs"].cause == "reference fails: IndexError"
+    assert by_id["aborts"].cause == "reference fails: SIGABRT"
     assert by_id["scale_list_in_place"].status == "correct", by_id["scale_list_in_place"]
     assert report.summary["failures"] == {"not reproducible: random numbers in forward": ["noisy"],
-                                          "reference fails: IndexError": ["broken_inputs"]}
+                                          "reference fails: IndexError": ["broken_inputs"],
+                                          "reference fails: SIGABRT": ["aborts"]}
     assert report.summary["goals"]["correct_pct"]["met"] is False
 
 
@@ -159,3 +165,19 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
                                 "--tasks", "double"], env=env, catch_exceptions=False)
     assert table.exit_code == 0, table.output
     assert "1 tasks, 1 runnable, 1 correct (100.0%)" in table.stdout
+
+
+@pytest.mark.parametrize(("status", "message", "cause"), [
+    # Either process may die first; both run the reference's code.
+    ("crashed", "the reference process died (SIGABRT) while checking case 17/30", "reference fails: SIGABRT"),
+    ("crashed", "the child died of SIGSEGV (invalid memory access: out-of-bounds pointer or index)",
+     "reference fails: SIGSEGV"),
+    ("crashed", "the child was killed (SIGKILL); most often the kernel's out-of-memory killer", "out of memory"),
+    ("runtime_error", "the reference's forward failed: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+     "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.", "out of memory"),
+    ("runtime_error", "the reference's forward failed: IndexError: index 2605 is out of bounds",
+     "reference fails: IndexError"),
+])
+def test_causes_name_what_failed(status, message, cause):
+    result = EvalResult(status=status, message=message, task="t", backend="cpu", hardware="cpu", candidate_hash="0")
+    assert classify(result)[0] == cause
