@@ -159,9 +159,7 @@ class CandidateSide(Side):
                 values = fresh
             else:
                 with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
-                    for dst, src in zip(values, fresh):
-                        self.copy_into(dst, src)
-                values = [d if isinstance(d, torch.Tensor) else s for d, s in zip(values, fresh)]
+                    values = self.refreshed(values, fresh)
             pristine = self.clone(values)
             try:
                 with torch.no_grad():
@@ -222,15 +220,24 @@ class CandidateSide(Side):
                 raise Failure("rejected", f"ModelNew.forward returned a {name} while being timed; return plain "
                               "torch.Tensor outputs", [diagnostics.diagnostic("cheat", f"timed output is a {name}")])
 
-    def copy_into(self, dst: Any, src: Any) -> None:
-        """New values into the same tensors, inside list and tuple arguments too
-        (timed calls that update them in place must start from the new values)."""
-        if isinstance(dst, self.torch.Tensor):
+    def refreshed(self, dst: Any, src: Any) -> Any:
+        """`src`'s values in `dst`'s tensors, inside list and tuple arguments
+        too: tensors are copied into (a candidate that memoises on tensor
+        identity must see new values in the same objects, and timed calls that
+        update them in place start from the new values); numbers and anything
+        else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
+        torch = self.torch
+        if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
             if dst is not src:
                 dst.copy_(src)
-        elif isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
-            for d, s in zip(dst, src):
-                self.copy_into(d, s)
+            return dst
+        if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
+            items = [self.refreshed(d, s) for d, s in zip(dst, src)]
+            if isinstance(dst, list):
+                dst[:] = items
+                return dst
+            return tuple(items)
+        return src
 
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
@@ -238,9 +245,11 @@ class CandidateSide(Side):
             chosen = self.chosen
             assert chosen is not None
             fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
-            with self.torch.no_grad():
-                for dst, src in zip(chosen["inputs"], fresh):
-                    self.copy_into(dst, src)
+            if _same_layout(chosen["inputs"], fresh, self.torch):
+                with self.torch.no_grad():
+                    chosen["inputs"] = self.refreshed(chosen["inputs"], fresh)
+            else:
+                chosen["inputs"] = list(fresh)
             self.keep_first = True
             return "ok"
         if verb == "check":

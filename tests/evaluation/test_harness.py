@@ -141,6 +141,22 @@ def test_a_forward_that_updates_its_inputs_in_place_is_correct_as_its_own_candid
     assert result.compile_info["checks"]["fresh_inputs_checked"] is True
 
 
+@pytest.mark.parametrize("args,forward,inputs", [
+    # As NPUKernelBench's tril draws its `diagonal` with the tensor.
+    pytest.param("x, k", "return x + k", "[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]", id="a-number"),
+    pytest.param("xs", "return xs[0] + xs[1]", "[[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]]",
+                 id="a-number-inside-a-list"),
+])
+def test_numbers_drawn_with_the_inputs_are_new_in_every_trial_and_in_the_fresh_check(harness, args, forward, inputs):
+    reference = (
+        f"import torch\nimport torch.nn as nn\n\nn = 1000\n\nclass Model(nn.Module):\n"
+        f"    def forward(self, {args}):\n        {forward}\n\n"
+        f"def get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return []\n"
+    )
+    result = assert_own_candidate_is_correct(harness, reference)
+    assert result.compile_info["checks"]["fresh_inputs_checked"] is True
+
+
 def test_random_constructor_arguments_match_on_both_sides_in_every_case(harness):
     """get_init_inputs drawing from torch and numpy, after a case whose inputs drew numbers too."""
     reference = (
