@@ -354,14 +354,38 @@ def mutated(before: list[Any], after: list[Any]) -> list[int]:
     for i, (b, a) in enumerate(zip(before, after)):
         if not isinstance(b, torch.Tensor) or not isinstance(a, torch.Tensor):
             continue
-        if b.shape != a.shape or b.dtype != a.dtype:
+        if b.shape != a.shape or b.dtype != a.dtype or b.layout != a.layout:
             changed.append(i)
             continue
-        if torch.equal(b, a):
-            continue
-        same = b == a
-        if b.is_floating_point() or b.is_complex():
-            same = same | (torch.isnan(b) & torch.isnan(a))
-        if not bool(same.all()):
+        if not all(_same_bits(x, y) for x, y in zip(components(b), components(a))):
             changed.append(i)
     return changed
+
+
+def components(t: Any) -> list[Any]:
+    """The dense tensors that hold a tensor's values: itself when strided; a
+    sparse tensor's index and value tensors as stored (a sparse COO tensor of
+    ten sparse dimensions may describe more elements than memory holds, so it
+    is never made dense)."""
+    import torch
+
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        return [t.crow_indices(), t.col_indices(), t.values()]
+    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
+        return [t.ccol_indices(), t.row_indices(), t.values()]
+    return [t]
+
+
+def _same_bits(b: Any, a: Any) -> bool:
+    import torch
+
+    if b.shape != a.shape or b.dtype != a.dtype:
+        return False
+    if torch.equal(b, a):
+        return True
+    same = b == a
+    if b.is_floating_point() or b.is_complex():
+        same = same | (torch.isnan(b) & torch.isnan(a))
+    return bool(same.all())

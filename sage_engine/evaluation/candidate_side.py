@@ -204,8 +204,9 @@ class CandidateSide(Side):
             header["aliased"] = [list(p) for p in anticheat.aliased(outputs, values)]
             for j in anticheat.mutated(pristine, values):
                 entry, tensor = wire.describe(values[j], torch)
+                # Said even when its values cannot travel (a sparse input): the reference judges the change.
+                header["mutated"].append({"index": j, **entry})
                 if tensor is not None:
-                    header["mutated"].append({"index": j, **entry})
                     tensors.append(tensor)
         wire.write_frame(self.ch.data, header, tensors)
 

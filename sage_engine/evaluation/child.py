@@ -41,7 +41,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sage_engine.evaluation import correctness, diagnostics, wire
+from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
 from sage_engine.evaluation.sandbox import scrub_environ
 
 RLIMIT_FSIZE_BYTES = 4 << 30  # no candidate needs to write a 4 GiB file; a runaway one would fill the disk
@@ -252,7 +252,9 @@ class Side:
             getattr(self.torch, self.device.type).synchronize()
 
     def input_bytes(self, values: list[Any]) -> int:
-        return sum(v.numel() * v.element_size() for v in values if isinstance(v, self.torch.Tensor))
+        """Bytes the inputs hold (a sparse tensor's stored parts, not the dense size it describes)."""
+        return sum(c.numel() * c.element_size() for v in values if isinstance(v, self.torch.Tensor)
+                   for c in anticheat.components(v))
 
     def keep_largest(self, index: int, module: types.ModuleType, model: Any, values: list[Any]) -> None:
         size = self.input_bytes(values)

@@ -68,6 +68,8 @@ def classify(result: Any) -> tuple[str, str]:
     if any(marker in text for marker in _NETWORK):
         return NEEDS_NETWORK, _first_line(text)
     status = result.status
+    if re.search(r"got a torch\.sparse_\w+ / \w+ tensor", text):
+        return "harness: sparse tensor outputs", _first_line(result.mismatch or text)
     if status == "incorrect":
         return "not reproducible", _first_line(result.mismatch or text)
     if status == "rejected":
@@ -81,7 +83,7 @@ def classify(result: Any) -> tuple[str, str]:
         signal = re.search(r"\b(SIG[A-Z]+)\b", text)
         return (f"reference fails: {signal.group(1)}" if signal else "crashed"), _first_line(text)
     if "SparseCPU" in text or "SparseCUDA" in text:
-        return "harness: sparse tensor inputs", _first_line(text)
+        return "harness: sparse tensors", _first_line(text)
     if "evaluation failed inside the sandbox" in text:
         return f"harness: {_exception(text)}", _first_line(text)
     for pattern, detail in _UNSUPPORTED:

@@ -157,6 +157,27 @@ def test_numbers_drawn_with_the_inputs_are_new_in_every_trial_and_in_the_fresh_c
     assert result.compile_info["checks"]["fresh_inputs_checked"] is True
 
 
+SPARSE_REFERENCE = (
+    "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+    "    def forward(self, s):\n        s = s.coalesce()\n        return [s.indices().t(), s.values()]\n\n\n"
+    # Ten sparse dimensions: as a dense tensor, 10**10 elements.
+    "def get_inputs():\n    indices = torch.randint(0, 10, (10, 64))\n"
+    "    return [torch.sparse_coo_tensor(indices, torch.randn(64, 3), [10] * 10 + [3])]\n\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+
+
+def test_sparse_inputs_are_checked_for_changes_without_being_made_dense(harness):
+    # As NPUKernelBench's coalesce_sparse.
+    task = load_task(SPARSE_REFERENCE)
+    assert_own_candidate_is_correct(harness, SPARSE_REFERENCE)
+    scales_input = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+                    "    def forward(self, s):\n        c = s.coalesce()\n        out = [c.indices().t(), c.values().clone()]\n"
+                    "        s._values().mul_(2.0)\n        return out\n")
+    result = harness.evaluate(task, scales_input)
+    assert result.status == "rejected" and "modifies input 0 in place" in result.message, result.message
+
+
 def test_random_constructor_arguments_match_on_both_sides_in_every_case(harness):
     """get_init_inputs drawing from torch and numpy, after a case whose inputs drew numbers too."""
     reference = (

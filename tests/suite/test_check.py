@@ -177,6 +177,9 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
      "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.", "out of memory"),
     ("runtime_error", "the reference's forward failed: IndexError: index 2605 is out of bounds",
      "reference fails: IndexError"),
+    # Sparse inputs are handled; sparse outputs are not compared yet.
+    ("incorrect", "case default trial 0: output: expected a dense torch.Tensor, got a torch.sparse_coo / cpu tensor",
+     "harness: sparse tensor outputs"),
 ])
 def test_causes_name_what_failed(status, message, cause):
     result = EvalResult(status=status, message=message, task="t", backend="cpu", hardware="cpu", candidate_hash="0")
