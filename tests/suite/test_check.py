@@ -3,7 +3,6 @@ the real harness, with each failure given a cause."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -22,7 +21,6 @@ from sage_mcp.cli import cli
 
 import benchmark_trees
 
-HAS_EINOPS = importlib.util.find_spec("einops") is not None
 
 
 def _hand_written(folder: Path, tid: str, forward: str, inputs: str = "[torch.randn(4, 8)]") -> None:
@@ -91,16 +89,13 @@ def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checke
     rotary = by_id["rotary_mini"]
     assert (rotary.status, rotary.cause) == ("cannot_run", "needs NPU")
     assert "torch_npu" in rotary.detail and rotary.seconds == 0.0
-    einops = by_id["einops_mini"]
-    if HAS_EINOPS:
-        assert einops.status == "correct"
-    else:
-        assert (einops.status, einops.cause) == ("cannot_run", "missing dependency: einops")
+    missing = by_id["selective_scan_mini"]
+    assert (missing.status, missing.cause) == ("cannot_run", "missing dependency: mamba_ssm")
     unsupported = by_id["npu_only_op"]
     assert (unsupported.status, unsupported.cause) == ("cannot_run", "unsupported on this backend")
     assert unsupported.detail == "this torch has no operator aten.relu_backward"
     summary = report.summary
-    assert summary["tasks"] == 10 and summary["runnable"] == (8 if HAS_EINOPS else 7)
+    assert summary["tasks"] == 10 and summary["runnable"] == 7
     assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
     assert summary["cannot_run"]["unsupported on this backend"] == ["npu_only_op"]
 
