@@ -277,7 +277,7 @@ class _Search:
         return None
 
 
-def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts: dict[str, Any]
+def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts: dict[str, Any], emit: Any
                        ) -> tuple[list[list], list[dict[str, Any]], list[_Cost | None]]:
     """Sizes the model fixes in its constructor (`self.vocab_size = 65536`)
     where the cases are rows: one value must serve every case (a candidate is
@@ -289,6 +289,7 @@ def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts
     constructor = sizes.init_slots(source)
     if not constructor:
         return [], cases, [None] * len(cases)
+    emit.progress(0, len(cases) + 1, "sizing the constructor")
     costs = []
     for case in cases:
         search = _Search(source, case, seed, opts, False)
@@ -312,8 +313,7 @@ def run_probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
     module_mode = cases == [{}]
     constructor, searched, original_costs = [], cases, [None] * len(cases)
     if not module_mode:
-        emit.progress(0, len(cases) + 1, "sizing the constructor")
-        constructor, searched, original_costs = _constructor_sizes(source, cases, seed, opts)
+        constructor, searched, original_costs = _constructor_sizes(source, cases, seed, opts, emit)
         source = sizes.apply_init(source, {tuple(k): new for k, _, new in constructor})
     out = []
     for index, case in enumerate(searched):

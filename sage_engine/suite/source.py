@@ -308,16 +308,22 @@ def random_in_forward(tree: ast.Module) -> list[int]:
     for node in model.body:
         if not isinstance(node, ast.FunctionDef):
             continue
-        calls = _random_calls(node)
-        if node.name == "__init__":
-            # Creating random modules (nn.Dropout) is deterministic; using them is not.
-            calls = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr[:1].isupper()]
-        else:
-            calls += _weights_drawn(node)
-        lines += [c.lineno for c in calls]
-        for name in _used_names([node]) & set(functions):
-            lines += [c.lineno for c in _random_calls(functions[name]) + _weights_drawn(functions[name])]
+        constructing = node.name == "__init__"
+        # A helper the method calls counts as part of it (`conv_bn(c)` building layers for __init__).
+        for part in [node, *(functions[name] for name in sorted(_used_names([node]) & set(functions)))]:
+            lines += [c.lineno for c in _drawn(part, constructing)]
     return sorted(set(lines))
+
+
+def _drawn(node: ast.AST, constructing: bool) -> list[ast.Call]:
+    """Calls in `node` that draw random numbers when it runs. While the model
+    is constructed, drawing initial weights is deterministic (both processes
+    seed before it) and creating random modules (nn.Dropout) is too; only
+    using them later is not."""
+    calls = _random_calls(node)
+    if constructing:
+        return [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr[:1].isupper()]
+    return calls + _weights_drawn(node)
 
 
 def _weights_drawn(node: ast.AST) -> list[ast.Call]:

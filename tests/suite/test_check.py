@@ -172,6 +172,11 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
      "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.", "out of memory"),
     ("runtime_error", "the reference's forward failed: IndexError: index 2605 is out of bounds",
      "reference fails: IndexError"),
+    # A fault of the harness itself, as sparse inputs once caused, against an operator the backend lacks.
+    ("runtime_error", "the candidate process failed inside the sandbox: NotImplementedError: Could not run "
+     "'aten::equal' with arguments from the 'SparseCPU' backend.", "harness: NotImplementedError"),
+    ("runtime_error", "the reference's forward failed: NotImplementedError: Could not run 'aten::_foo' with "
+     "arguments from the 'SparseCPU' backend.", "unsupported on this backend"),
     # Sparse inputs are handled; sparse outputs are not compared yet.
     ("incorrect", "case default trial 0: output: expected a dense torch.Tensor, got a torch.sparse_coo / cpu tensor",
      "harness: sparse tensor outputs"),

@@ -117,6 +117,12 @@ def test_a_layer_built_inside_forward_is_seeded_and_one_built_in_init_is_left_al
                         "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n"
                         "    def forward(self, x):\n        return nn.ReLU()(self.conv(x))\n")
     assert not source.random_in_forward(in_init)
+    # KernelBench's level-3 models build their layers through helpers called from __init__.
+    helper = ast.parse("import torch.nn as nn\n"
+                       "def conv_bn(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))\n"
+                       "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                       "        self.block = conv_bn(8)\n    def forward(self, x):\n        return self.block(x)\n")
+    assert not source.random_in_forward(helper)
 
 
 def test_requirements_come_from_calls_not_from_imports_guards_or_comments():
