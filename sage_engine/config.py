@@ -79,7 +79,12 @@ class Config:
     backend: str = "cpu"
     chip: str = "Ascend910B3"  # default Ascend target for the compile gate
     eval_timeout_s: float = 180.0  # wall clock for one whole evaluation child
-    eval_memory_mb: int = 6144  # address-space cap of the child (torch maps ~1.5 GB)
+    # Memory each evaluation process (reference, candidate) may use, as
+    # RLIMIT_DATA: memory used, not address space reserved, which the CUDA
+    # and CANN runtimes reserve by the terabyte when they start. 0: a quarter
+    # of what this host gives SAGE (MemTotal or its cgroup's limit; two
+    # processes per evaluation, eval_workers at once), at least 2 GiB.
+    eval_memory_mb: int = 0
     eval_cpu_s: int = 600  # RLIMIT_CPU of the child: a backstop behind the wall clock
     correctness_trials: int = 3  # seeded trials per case (KernelBench uses 5)
     tolerance_mode: Literal["kernelbench", "npukernelbench"] = "kernelbench"
@@ -289,6 +294,8 @@ class Config:
             raise InvalidInput(
                 f"sandbox_confinement must be one of {', '.join(CONFINEMENT_SETTINGS)}, got {self.sandbox_confinement!r}"
             )
+        if self.eval_memory_mb < 0:
+            raise InvalidInput(f"eval_memory_mb must be 0 (sized from this host) or a number of MB, got {self.eval_memory_mb}")
         if self.eval_workers < 1:
             raise InvalidInput(f"eval_workers must be at least 1, got {self.eval_workers}")
         if self.backend not in BACKENDS:

@@ -27,22 +27,31 @@ from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
 from sage_engine.evaluation.child import Channels, Emitter, Failure, Side, resolve, versions
 
 
-def torch_snapshot(torch: Any) -> dict[str, dict[str, int]]:
+def torch_snapshot(torch: Any, device: str = "cpu") -> dict[str, dict[str, int]]:
     """Identities of torch's functions and of Tensor/Module methods, taken
-    before the candidate loads (from `__dict__`s: no lazy import is triggered)."""
+    before the candidate loads (from `__dict__`s: no lazy import is triggered).
+    On a device, also the device module's functions and its Event class (the
+    device timer's parts), callables only: the module keeps state flags too."""
     spaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.linalg": torch.linalg,
               "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module}
-    return {name: {k: id(v) for k, v in vars(ns).items()} for name, ns in spaces.items()}
+    snapshot = {name: {k: id(v) for k, v in vars(ns).items()} for name, ns in spaces.items()}
+    mod = getattr(torch, device, None) if device != "cpu" else None
+    if mod is not None:
+        snapshot[f"torch.{device}"] = {k: id(v) for k, v in vars(mod).items() if callable(v)}
+        if isinstance(getattr(mod, "Event", None), type):
+            snapshot[f"torch.{device}.Event"] = {k: id(v) for k, v in vars(mod.Event).items()}
+    return snapshot
 
 
-def patched(torch: Any, before: dict[str, dict[str, int]]) -> list[str]:
+def patched(torch: Any, before: dict[str, dict[str, int]], device: str = "cpu") -> list[str]:
     """Names whose object changed since `before`. In classes a new entry
     counts too: it shadows the C implementation (`torch.Tensor.add = f`)."""
-    now = torch_snapshot(torch)
+    now = torch_snapshot(torch, device)
     out = []
     for space, old in before.items():
-        for key, ident in now[space].items():
-            if key in old and old[key] != ident or key not in old and space in ("torch.Tensor", "torch.nn.Module"):
+        is_class = space in ("torch.Tensor", "torch.nn.Module") or space.endswith(".Event")
+        for key, ident in now.get(space, {}).items():
+            if key in old and old[key] != ident or key not in old and is_class:
                 out.append(f"{space}.{key}")
     return sorted(out)
 
@@ -64,7 +73,7 @@ class CandidateSide(Side):
         n_cases = len(self.task["cases"])
         total = 2 + n_cases + (1 if self.req.get("timing") else 0)
         threads_before = thread_count()
-        self.snapshot = torch_snapshot(self.torch)
+        self.snapshot = torch_snapshot(self.torch, self.device.type)
         try:
             self.emit.progress(1, total, "loading candidate")
             model_new = self.load_candidate()
@@ -122,14 +131,17 @@ class CandidateSide(Side):
         return cls
 
     def candidate_failure(self, exc: BaseException, what: str) -> Failure:
-        category = "runtime"
-        if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc) or "out of memory" in str(exc):
-            category = "memory"
-        diag = diagnostics.from_exception(exc, category, self.cand_path)
-        return Failure("runtime_error", f"{what} raised {diagnostics.exception_text(exc)}", [diag])
+        oom = diagnostics.out_of_memory(exc)
+        diag = diagnostics.from_exception(exc, "memory" if oom else "runtime", self.cand_path)
+        message = f"{what} raised {diagnostics.exception_text(exc)}"
+        if oom == "host":
+            note = diagnostics.memory_cap_note(self.memory_mb)
+            message += note
+            diag["message"] = (diag["message"] + note)[:diagnostics.MAX_MESSAGE]
+        return Failure("runtime_error", message, [diag])
 
     def check_patches(self, when: str) -> None:
-        names = patched(self.torch, self.snapshot)
+        names = patched(self.torch, self.snapshot, self.device.type)
         if names:
             shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
@@ -212,14 +224,15 @@ class CandidateSide(Side):
 
     # -- timing commands
 
-    def batch(self, n: int) -> None:
-        super().batch(n)
+    def timed_batch(self, n: int) -> float:
+        seconds = super().timed_batch(n)
         # A lazy or subclassed output would defer its work past the timer.
         for value in correctness.as_output_list(self.last_first):
             if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
                 name = wire._type(value).__qualname__
                 raise Failure("rejected", f"ModelNew.forward returned a {name} while being timed; return plain "
                               "torch.Tensor outputs", [diagnostics.diagnostic("cheat", f"timed output is a {name}")])
+        return seconds
 
     def refreshed(self, dst: Any, src: Any) -> Any:
         """`src`'s values in `dst`'s tensors, inside list and tuple arguments

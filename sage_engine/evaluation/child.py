@@ -41,13 +41,12 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
+from sage_engine.evaluation import anticheat, correctness, diagnostics, timing, wire
 from sage_engine.evaluation.sandbox import scrub_environ
 
 RLIMIT_FSIZE_BYTES = 4 << 30  # no candidate needs to write a 4 GiB file; a runaway one would fill the disk
 DTYPES = wire.DTYPES
 PR_SET_DUMPABLE = 4
-_perf = time.perf_counter  # taken before any candidate code runs in this process
 
 
 @dataclass(frozen=True)
@@ -111,7 +110,9 @@ def prepare(request: dict[str, Any], workdir: str) -> None:
     limits = request.get("limits", {})
     mb = limits.get("memory_mb")
     if mb:
-        resource.setrlimit(resource.RLIMIT_AS, (mb << 20, mb << 20))
+        # Memory used (private writable mappings), not address space reserved:
+        # the CUDA and CANN runtimes reserve terabytes of it, never touched, at start-up.
+        resource.setrlimit(resource.RLIMIT_DATA, (mb << 20, mb << 20))
     cpu_s = limits.get("cpu_s")
     if cpu_s:
         # Soft limit sends SIGXCPU (reported as a timeout), hard limit kills.
@@ -165,9 +166,12 @@ class Side:
         self.task = request["task"]
         self.device = torch.device(request.get("device", "cpu"))
         self.trials = max(1, int(request.get("trials", 3)))
+        self.memory_mb = (request.get("limits") or {}).get("memory_mb")
         self.seed = int(self.task.get("seed", 1024))
-        timer_name = (request.get("timing") or {}).get("timer", "perf_counter")
-        self.child_timer = None if timer_name == "perf_counter" else timer_name
+        timing_options = request.get("timing") or {}
+        # Made now, before any candidate code runs in this process: a candidate
+        # that later replaces the clock or the device's event functions does not reach them.
+        self.timer = timing.get_timer(timing_options.get("timer", "perf_counter")) if timing_options else None
         self.chosen: dict[str, Any] | None = None  # the largest case: what is timed
         self.last_first: Any = None  # the first output of the last timed batch
         self.call_s = 0.0
@@ -202,8 +206,13 @@ class Side:
             with self.torch.no_grad():
                 return fn(*args)
         except BaseException as exc:
-            raise Failure("runtime_error", f"the reference's {what} failed: {diagnostics.exception_text(exc)}",
-                          [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
+            raise self.reference_failure(f"the reference's {what} failed", exc)
+
+    def reference_failure(self, what: str, exc: BaseException) -> Failure:
+        text = diagnostics.exception_text(exc)
+        if diagnostics.out_of_memory(exc) == "host":
+            text += diagnostics.memory_cap_note(self.memory_mb)
+        return Failure("runtime_error", f"{what}: {text}", [diagnostics.diagnostic("reference", text)])
 
     def reseed(self, seed: int) -> None:
         """Seed what this side draws from. On the CPU only the CPU generator:
@@ -263,35 +272,28 @@ class Side:
 
     # -- timing commands
 
-    def batch(self, n: int) -> None:
+    def timed_batch(self, n: int) -> float:
+        """Seconds per call of `n` calls on the timed case, by this side's
+        timer (the host clock around the calls, or the device's events); the
+        worker checks the claim against its own clock."""
         chosen = self.chosen
-        assert chosen is not None
+        if chosen is None or self.timer is None:
+            raise wire.ProtocolError("timing before the correctness checks chose a case")
         model, values = chosen["model"], chosen["inputs"]
-        with self.torch.no_grad():
-            self.last_first = self.forward(model, values)
-            if self.keep_first:
+        keep, self.keep_first = self.keep_first, False
+
+        def call(i: int) -> None:
+            out = model(*values)
+            if i == 0:
                 # A forward that updates its inputs in place may return them: the calls
                 # that follow would change the output the fresh-input check reads.
-                self.keep_first = False
                 self.last_first = [v.clone() if isinstance(v, self.torch.Tensor) else v
-                                   for v in correctness.as_output_list(self.last_first)]
-            for _ in range(n - 1):
-                self.forward(model, values)
+                                   for v in correctness.as_output_list(out)] if keep else out
+
+        with self.torch.no_grad():
+            seconds = self.timer(call, n)
         self.sync()
-
-    def timed_batch(self, n: int) -> str:
-        """`ok <seconds per call>`: host clock around the batch, or the
-        backend's device timer. The worker checks it against its own clock."""
-        if self.child_timer is None:
-            start = _perf()
-            self.batch(n)
-            return f"ok {(_perf() - start) / n!r}"
-        from sage_engine.evaluation import timing
-
-        if not hasattr(self, "_timer"):
-            self._timer = timing.get_timer(self.child_timer)
-        seconds = self._timer(lambda: self.batch(n))
-        return f"ok {seconds / n!r}"
+        return seconds
 
     def command(self, verb: str, arg: str) -> str:
         """One timing command; returns the reply line (without newline)."""
@@ -299,14 +301,12 @@ class Side:
             return "ok"
         if verb == "warm":
             # Warm-up calls, one by one; the fastest tells the worker how many calls make a sample.
-            fastest = float("inf")
-            for _ in range(max(1, int(arg))):
-                start = _perf()
-                self.batch(1)
-                fastest = min(fastest, _perf() - start)
+            fastest = min(self.timed_batch(1) for _ in range(max(1, int(arg))))
             return f"ok {fastest!r}"
         if verb == "rep":
-            return self.timed_batch(int(arg))
+            seconds = self.timed_batch(int(arg))
+            # Said with every reply once a call left device work on another stream.
+            return f"ok {seconds!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
         raise wire.ProtocolError(f"unknown command {verb!r}")

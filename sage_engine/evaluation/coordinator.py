@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sage_engine.evaluation import sandbox, timing, wire
+from sage_engine.evaluation import diagnostics, sandbox, timing, wire
 
 POLL_S = 0.05
 STACK_DUMP_S = 0.5  # on timeout, time the candidate gets to print its stack before SIGKILL
@@ -168,6 +168,7 @@ class Evaluation:
         self.cgroup = cgroup  # this evaluation's own (limits-only), or None
         self.worker_cgroup = worker_cgroup  # the whole sandbox's (confined), or None
         self.max_tasks = int(request.get("limits", {}).get("max_tasks", sandbox.MAX_TASKS))
+        self.memory_mb = int(request.get("limits", {}).get("memory_mb") or 0)
         self.pids_baseline = worker_cgroup.events_max() if worker_cgroup is not None else 0
         self.children: dict[str, Child] = {}
         self.cases: list[dict[str, Any]] = []
@@ -444,6 +445,11 @@ class Evaluation:
                                           [_diag("crash", "no outputs from the candidate process")]))
         if self.watch is not None and self.watch.over_limit() or self.pids_exceeded():
             raise Stop(killed="processes")
+        cand = self.children.get("candidate")
+        if cand is not None and self.memory_mb and sandbox.shared_resident_bytes(cand.pid) > self.memory_mb << 20:
+            message = "the candidate mapped more shared memory than its memory cap" + \
+                diagnostics.memory_cap_note(self.memory_mb)
+            raise Stop(result=self.failed("runtime_error", message, [_diag("memory", message)]))
 
     def pids_exceeded(self) -> bool:
         wc = self.worker_cgroup
@@ -572,9 +578,10 @@ class Evaluation:
         device_clock = opts.get("timer", "perf_counter") != "perf_counter"
         fastest = {c.role: self.claimed(c, self.command(c, f"warm {int(opts.get('warmup', 3))}", end))
                    for c in (ref, cand)}
-        # Calls per sample, so one sample lasts about INNER_TARGET_S.
-        inner = {role: 1 if device_clock else max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7))))
-                 for role, t in fastest.items()}
+        # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
+        # command round trips per budget (a device timer's own clock excludes them anyway).
+        inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7)))) for role, t in fastest.items()}
+        all_streams: set[str] = set()
         guard = ReferenceGuard(ref)
         cpu = CpuMeter(cand.pid)
         # Threads alive now (torch's, a pool the candidate made while checked) may
@@ -596,6 +603,8 @@ class Evaluation:
                     "rejected", f"while the reference process was being timed, something {meddled}: only the "
                     "candidate's process could have", [_diag("cheat", f"the reference process was {meddled}")]))
             claimed = self.claimed(c, text) * n
+            if text.endswith(" all-streams"):
+                all_streams.add(c.role)
             if claimed > wall:
                 raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported "
                                        f"as {claimed * 1e3:.3f} ms")
@@ -650,6 +659,10 @@ class Evaluation:
         checks = {"cpus": cpus, "inner_calls": inner, "idle_cpu_ms": round(idle * 1000, 3),
                   "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
                   "fresh_inputs_checked": state["fresh"]}
+        if all_streams:
+            # Device work left on another stream after a call's end event: from then on
+            # that side was timed with the device synchronised inside each call's events.
+            checks["other_streams"] = sorted(all_streams)
         return ref_s, cand_s, checks
 
     def reject_leftover_processes(self, cand: Child) -> None:

@@ -42,6 +42,31 @@ def exception_text(exc: BaseException) -> str:
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 15] + " ...[truncated]"
 
 
+# What an allocator says when it runs out: torch's CPU allocator, Python's
+# MemoryError, CUDA's and Ascend's caching allocators.
+_HOST_OOM = ("can't allocate memory", "Cannot allocate memory", "std::bad_alloc")
+_DEVICE_OOM = ("CUDA out of memory", "NPU out of memory", "OutOfMemoryError")
+
+
+def out_of_memory(exc: BaseException) -> str | None:
+    """"host" when the process ran out of its memory cap, "device" when the
+    accelerator's memory ran out, else None."""
+    text = f"{type(exc).__name__}: {exc}"
+    if any(marker in text for marker in _DEVICE_OOM):
+        return "device"
+    if isinstance(exc, MemoryError) or any(marker in text for marker in _HOST_OOM) or "out of memory" in text:
+        return "host"
+    return None
+
+
+def memory_cap_note(memory_mb: int | None) -> str:
+    """Names the setting that raises the cap an allocation just hit."""
+    if not memory_mb:
+        return ""
+    return (f" (each evaluation process may use {memory_mb} MB: raise Config.eval_memory_mb, "
+            "e.g. SAGE_EVAL_MEMORY_MB, to allow more)")
+
+
 def candidate_frames(exc: BaseException, candidate_path: str) -> list[traceback.FrameSummary]:
     """Frames of the traceback that lie in the candidate file, outermost first;
     chained exceptions (raise ... from, during handling) are followed."""

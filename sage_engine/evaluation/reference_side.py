@@ -65,8 +65,7 @@ class ReferenceSide(Side):
             with self.torch.no_grad():
                 return correctness.as_output_list(self.forward(model, values))
         except BaseException as exc:
-            raise Failure("runtime_error", f"the reference's forward failed: {diagnostics.exception_text(exc)}",
-                          [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
+            raise self.reference_failure("the reference's forward failed", exc)
 
     def run_case(self, index: int, case: dict[str, Any]) -> bool:
         torch = self.torch

@@ -8,8 +8,10 @@ Linux-first. Namespaces (filesystem, network, PIDs) come from `confine.py`.
 Limits and why each mechanism:
 - wall clock: the supervisor's deadline, then SIGKILL to everything the
   child started;
-- memory: RLIMIT_AS in the child (set by the child before it imports torch
-  or the candidate);
+- memory: RLIMIT_DATA in the child (set by the child before it runs the
+  task or the candidate): memory used, not address space, which device
+  runtimes reserve by the terabyte; shared memory the candidate maps, which
+  RLIMIT_DATA does not count, is watched by its supervisor;
 - CPU: RLIMIT_CPU, a backstop behind the wall clock;
 - processes: RLIMIT_NPROC is not enforced for root and counts all of a
   user's processes, so instead (1) a `pids` cgroup with `pids.max` where the
@@ -136,6 +138,19 @@ def proc_table() -> dict[int, ProcInfo]:
             start=int(rest[19]), zombie=rest[0] in ("Z", "X"),
         )
     return table
+
+
+def shared_resident_bytes(pid: int) -> int:
+    """Shared memory a process has touched (RssShmem): anonymous shared
+    mappings and memfds, which RLIMIT_DATA does not count."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"RssShmem:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def _machine_tasks() -> int | None:

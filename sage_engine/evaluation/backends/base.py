@@ -180,9 +180,14 @@ class SandboxBackend(Backend):
             "runner": self.runner,
             "candidate_hook": self.candidate_hook,
             "timeout_s": c.eval_timeout_s,
-            "limits": {"memory_mb": c.eval_memory_mb, "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS},
+            "limits": self.limits(),
             "build": self.build_spec(source),
         }
+
+    def limits(self) -> dict[str, Any]:
+        """The process limits of every evaluation child, sized on the host that evaluates."""
+        c = self.config
+        return {"memory_mb": hostinfo.eval_memory_mb(c.eval_memory_mb), "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS}
 
     def build_spec(self, source: str) -> dict[str, Any] | None:
         """The candidate's own build folder: one per source hash and
