@@ -18,48 +18,140 @@ from __future__ import annotations
 
 import gc
 import importlib
+import math
 import statistics
 import time
 from typing import Any, Callable
 
-Timer = Callable[[Callable[[], Any]], float]  # runs fn once, returns seconds
+Timer = Callable[[Callable[[int], Any], int], float]  # runs call(0) .. call(n - 1), returns seconds per call
+_perf = time.perf_counter  # taken before any candidate code runs in the process that times
 # A very slow candidate (an interpreter) still stops after this many budgets,
 # with at least three repetitions.
 HARD_CAP_BUDGETS = 5.0
 Z_95 = 1.96  # two-sided 95% for the order-statistic interval of a median
+# Device calls shorter than this are timed several to an event pair: a
+# pair's resolution (about half a microsecond) and the gap before the first
+# launch would otherwise be a large share of each time.
+PAIR_MIN_S = 50e-6
+# Work still running on the device once the last end event completed (a
+# kernel left on a side stream) is counted when it is more than this share of
+# the sample, or this long: below both it is noise of the host's clock.
+LEFTOVER_SHARE = 0.05
+LEFTOVER_FLOOR_S = 50e-6
 
 
-def perf_counter_timer(fn: Callable[[], Any]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+def perf_counter_timer(call: Callable[[int], Any], n: int) -> float:
+    start = _perf()
+    for i in range(n):
+        call(i)
+    return (_perf() - start) / n
 
 
-def event_timer(device: str, flush_mb: int = 0) -> Timer:
-    """Device-event timing for `torch.cuda` / `torch.npu` style modules.
-    With `flush_mb`, a buffer that size is zeroed before every run so each
-    one starts with a cold cache (256 MB covers an H100/H200 L2, 192 MB an
-    Ascend 910B's)."""
+class DeviceTimer:
+    """Device time of calls on a `torch.cuda` / `torch.npu` style module,
+    as KernelBench and `triton.testing.do_bench` measure it: events recorded
+    on the current stream around each call, no host synchronisation between
+    a start and its end record, so neither a host round trip nor the end
+    event's launch is in the time.
+
+    With `flush_mb`, a buffer that size is zeroed before every event pair, so
+    each starts with a cold cache (256 MB covers an H100/H200 L2, 192 MB an
+    Ascend 910B's). Calls under `PAIR_MIN_S` go several to a pair.
+
+    Work a call leaves on another stream is not between its events. Once the
+    last end event completed the device is synchronised and that wait timed
+    on the host: if it held more than noise, the timer times every call from
+    then on with the device synchronised before its end event (every stream
+    counted; a host round trip again in each time) and says so in
+    `leftover_seen`.
+
+    The module's functions are taken when the timer is made, before any
+    candidate code runs in the process: a candidate that replaces
+    `torch.cuda.Event` or its methods later does not reach them.
+    """
+
+    def __init__(self, mod: Any, flush: Any = None, *, clock: Callable[[], float] = _perf):
+        self.event = mod.Event
+        self.record, self.elapsed_ms, self.wait = mod.Event.record, mod.Event.elapsed_time, mod.Event.synchronize
+        self.device_sync = mod.synchronize
+        self.flush = flush
+        self.clock = clock
+        self.all_streams = False
+        self.leftover_seen = 0  # samples that left work running on other streams
+        self.fastest = float("inf")  # per call, over every pair measured so far
+        self.idle_sync_s = self._idle_sync()
+
+    def _idle_sync(self) -> float:
+        """What a device-wide synchronisation costs with nothing left to run."""
+        # One event pair first: whatever the runtime sets up on first use is set up now.
+        start, end = self.event(enable_timing=True), self.event(enable_timing=True)
+        self.record(start)
+        self.record(end)
+        self.wait(end)
+        self.elapsed_ms(start, end)
+        times = []
+        for _ in range(5):
+            start = self.clock()
+            self.device_sync()
+            times.append(self.clock() - start)
+        return statistics.median(times)
+
+    @property
+    def per_pair(self) -> int:
+        return max(1, math.ceil(PAIR_MIN_S / self.fastest)) if self.fastest < PAIR_MIN_S else 1
+
+    def __call__(self, call: Callable[[int], Any], n: int) -> float:
+        if self.all_streams:
+            return self._all_streams(call, n)
+        k = self.per_pair
+        pairs = []
+        for first in range(0, n, k):
+            m = min(k, n - first)
+            if self.flush is not None:
+                self.flush.zero_()
+            start, end = self.event(enable_timing=True), self.event(enable_timing=True)
+            self.record(start)
+            for i in range(first, first + m):
+                call(i)
+            self.record(end)
+            pairs.append((start, end, m))
+        self.wait(pairs[-1][1])
+        times = [(self.elapsed_ms(start, end) / 1000.0, m) for start, end, m in pairs]
+        total = sum(t for t, _ in times)
+        before = self.clock()
+        self.device_sync()
+        left = self.clock() - before - self.idle_sync_s
+        if left > max(LEFTOVER_FLOOR_S, LEFTOVER_SHARE * total):
+            self.leftover_seen += 1
+            self.all_streams = True
+            return self._all_streams(call, n)
+        self.fastest = min(self.fastest, *(t / m for t, m in times))
+        return total / n
+
+    def _all_streams(self, call: Callable[[int], Any], n: int) -> float:
+        """Every call with the whole device synchronised before its end event."""
+        total = 0.0
+        for i in range(n):
+            if self.flush is not None:
+                self.flush.zero_()
+            start, end = self.event(enable_timing=True), self.event(enable_timing=True)
+            self.record(start)
+            call(i)
+            self.device_sync()
+            self.record(end)
+            self.wait(end)
+            total += self.elapsed_ms(start, end) / 1000.0
+        return total / n
+
+
+def event_timer(device: str, flush_mb: int = 0) -> DeviceTimer:
+    """A `DeviceTimer` on `torch.<device>` with a `flush_mb` cache-flush buffer."""
     import torch
 
     mod = getattr(torch, device)
     # Allocated on the host and moved: the same call works on every device module.
     flush = torch.empty(flush_mb << 20, dtype=torch.int8).to(device) if flush_mb else None
-
-    def timer(fn: Callable[[], Any]) -> float:
-        if flush is not None:
-            flush.zero_()
-        start, end = mod.Event(enable_timing=True), mod.Event(enable_timing=True)
-        start.record()
-        fn()
-        # Every stream, not just the current one: work left on a side stream
-        # counts, since the end event is recorded only once it is done.
-        mod.synchronize()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1000.0
-
-    return timer
+    return DeviceTimer(mod, flush)
 
 
 TIMERS: dict[str, Callable[[], Timer]] = {

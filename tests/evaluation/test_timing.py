@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_engine.evaluation.timing import get_timer, measure_alternating, speedup, stats
+from sage_engine.evaluation.timing import DeviceTimer, get_timer, measure_alternating, speedup, stats
 
 
 def test_stats_give_median_iqr_mean_min_in_milliseconds():
@@ -36,13 +36,117 @@ def test_budget_stops_after_min_reps_once_spent():
 
 def test_timers_are_chosen_by_name_or_module_factory(tmp_path, monkeypatch):
     timer = get_timer("perf_counter")
-    assert timer(lambda: None) >= 0.0
-    (tmp_path / "my_timers.py").write_text("def fixed():\n    return lambda fn: (fn(), 0.25)[1]\n")
+    calls: list[int] = []
+    assert timer(calls.append, 3) >= 0.0 and calls == [0, 1, 2]
+    (tmp_path / "my_timers.py").write_text("def fixed():\n    return lambda call, n: 0.25\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert get_timer("my_timers:fixed")(lambda: None) == 0.25
+    assert get_timer("my_timers:fixed")(lambda i: None, 1) == 0.25
     with pytest.raises(ValueError, match="unknown timer"):
         get_timer("sundial")
 
 
 def test_speedup_is_reference_over_candidate():
     assert speedup(2.0, 1.0) == 2.0 and speedup(1.0, 0.0) is None
+
+
+class RecordingDevice:
+    """A recording stand-in for a `torch.cuda` / `torch.npu` module: a
+    simulated host clock and device timeline with a current and a side
+    stream, and a log of what the timer records, synchronises and reads.
+    A device-wide synchronisation costs the host SYNC_S even when idle (the
+    round trip the timer must keep out of its times)."""
+
+    SYNC_S = 50e-6
+    LAUNCH_S = 5e-6
+
+    def __init__(self):
+        self.host = 0.0  # the host's clock
+        self.current = 0.0  # when the current stream's queued work ends
+        self.side = 0.0  # likewise for a side stream
+        self.log: list[str] = []
+        device = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.t = None
+
+            def record(self, stream=None):
+                self.t = device.current = max(device.current, device.host)
+                device.log.append("record")
+
+            def synchronize(self):
+                device.host = max(device.host, self.t)
+                device.log.append("event-sync")
+
+            def elapsed_time(self, end):
+                device.log.append("read")
+                return (end.t - self.t) * 1000.0
+
+        self.Event = Event
+
+    def synchronize(self):
+        self.host = max(self.host, self.current, self.side) + self.SYNC_S
+        self.log.append("device-sync")
+
+    def clock(self) -> float:
+        return self.host
+
+    def work(self, seconds: float, side: bool = False) -> None:
+        """One kernel launch: the host spends LAUNCH_S, the stream `seconds`."""
+        self.host += self.LAUNCH_S
+        if side:
+            self.side = max(self.side, self.host) + seconds
+        else:
+            self.current = max(self.current, self.host) + seconds
+        self.log.append("call")
+
+
+class Flush:
+    def __init__(self, device: RecordingDevice):
+        self.device = device
+
+    def zero_(self):
+        self.device.work(20e-6)
+        self.device.log[-1] = "flush"
+
+
+def test_device_timer_records_around_each_call_without_synchronising_inside():
+    device = RecordingDevice()
+    timer = DeviceTimer(device, Flush(device), clock=device.clock)
+    device.log.clear()
+    seconds = timer(lambda i: device.work(1e-3), 3)
+    assert seconds == pytest.approx(1e-3)  # the device's work alone: no round trip, no end-event launch
+    timed = device.log[:device.log.index("event-sync")]
+    assert timed == ["flush", "record", "call", "record"] * 3
+    assert device.log.count("device-sync") == 1  # once, after the last end event: the leftover check
+    assert timer.leftover_seen == 0 and not timer.all_streams
+
+
+def test_device_timer_counts_work_left_on_another_stream():
+    device = RecordingDevice()
+    timer = DeviceTimer(device, clock=device.clock)
+    seconds = timer(lambda i: device.work(1e-3, side=True), 2)
+    # The current stream's events saw nothing; the work is counted all the same.
+    assert seconds >= 1e-3
+    assert timer.all_streams and timer.leftover_seen == 1
+    device.log.clear()
+    assert timer(lambda i: device.work(1e-3, side=True), 1) >= 1e-3
+    assert device.log == ["record", "call", "device-sync", "record", "event-sync", "read"]
+
+
+def test_device_timer_puts_short_calls_several_to_an_event_pair():
+    device = RecordingDevice()
+    timer = DeviceTimer(device, Flush(device), clock=device.clock)
+    timer(lambda i: device.work(10e-6), 1)  # the first call tells how short they are
+    device.log.clear()
+    assert timer(lambda i: device.work(10e-6), 10) == pytest.approx(10e-6)
+    timed = device.log[:device.log.index("event-sync")]
+    assert timed.count("record") == 4 and timed.count("flush") == 2 and timed.count("call") == 10
+
+
+def test_device_timer_keeps_the_event_functions_it_was_made_with():
+    device = RecordingDevice()
+    timer = DeviceTimer(device, clock=device.clock)
+    device.Event.elapsed_time = lambda start, end: 0.0  # what a candidate could try after the timer exists
+    device.Event.record = lambda self, stream=None: None
+    assert timer(lambda i: device.work(1e-3), 1) == pytest.approx(1e-3, rel=0.01)  # its launch gap included
