@@ -4,14 +4,13 @@ timing with a cache flush, and results that name the device.
 Workers are cold (one per evaluation) and import the device runtime only in
 the forked children: forking a process that has touched a GPU or NPU runtime
 is not safe. The sandbox binds the backend's device nodes (`devices`). The
-probe runs once per backend instance with the same environment the
-evaluations get, so `status()` reports what an evaluation would find.
+probe runs once per backend instance as an evaluation does (same sandbox,
+device nodes and limits), so `status()` reports what an evaluation would find.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
+import secrets
 import sys
 import threading
 from typing import Any, ClassVar
@@ -31,7 +30,6 @@ class DeviceBackend(SandboxBackend):
     module: ClassVar[str]  # torch.<module>: "npu" or "cuda"
     preload: ClassVar[tuple[str, ...]] = ()  # imported by each child after the fork
     devices: ClassVar[tuple[str, ...]] = ()
-    probe_imports: ClassVar[str] = "import torch"
     setup_hint: ClassVar[str] = ""
     device_time: ClassVar[bool] = False  # ask the child for profiler device-only time
 
@@ -44,26 +42,24 @@ class DeviceBackend(SandboxBackend):
         return None
 
     def probe(self) -> dict[str, Any]:
-        """Device availability and name as an evaluation child sees them (cached)."""
+        """Device availability and name as an evaluation sees them (cached):
+        the probe runs as an evaluation's candidate process does, in the same
+        sandbox with the same device nodes and under the same limits, so
+        `ready` means an evaluation can start the device."""
         if self._probe_cache is None:
-            script = (
-                f"import json\n{self.probe_imports}\nimport torch\n"
-                f"mod = getattr(torch, {self.module!r})\n"
-                "ok = bool(mod.is_available()) and mod.device_count() > 0\n"
-                "print(json.dumps({'available': ok, 'name': str(mod.get_device_name(0)) if ok else None}))\n"
-            )
-            launch = self.launch()
-            try:
-                proc = subprocess.run([launch.python, "-c", script], capture_output=True, text=True,
-                                      timeout=PROBE_TIMEOUT_S, env=launch.environment(self.config.eval_threads))
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                self._probe_cache = {"available": False, "error": f"device probe failed: {exc}"}
-                return self._probe_cache
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                self._probe_cache = {"available": False, "error": f"device probe failed: {last}"}
+            request = {"token": secrets.token_hex(16), "runner": f"{CHILD}:probe", "device": self.device,
+                       "preload": list(self.preload), "threads": self.config.eval_threads, "env": {},
+                       "timeout_s": PROBE_TIMEOUT_S, "limits": self.limits()}
+            outcome = self.pool.run(request, self.launch(), lambda _event: None)
+            found = outcome.result or {}
+            if "available" in found:
+                self._probe_cache = found
             else:
-                self._probe_cache = json.loads(proc.stdout.strip().splitlines()[-1])
+                why = found.get("message") or (f"killed ({outcome.killed})" if outcome.killed
+                                               else f"ended with exit code {outcome.exit_code}")
+                said = (outcome.output_tail.strip().splitlines() or [""])[-1]
+                self._probe_cache = {"available": False,
+                                     "error": f"device probe failed: {why}" + (f" ({said})" if said else "")}
         return self._probe_cache
 
     def status(self) -> BackendStatus:

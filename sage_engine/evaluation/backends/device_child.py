@@ -10,6 +10,8 @@ child-side modules.
   from the previous run's cache (192 MB on Ascend as triton-ascend's
   benchmark does, 256 MB on NVIDIA as KernelBench and Triton do).
 - `device_name`: the hardware string results carry (from the reference process);
+- `probe`: the runner behind `status()`: starts the device and runs one op in
+  a process with exactly an evaluation's limits and sandbox;
 - `npu_profile_us`: on an NPU, device-only time per call from the torch_npu
   profiler (sum of kernel time, no host or launch overhead), asked of each
   process after timing.
@@ -24,7 +26,7 @@ import shutil
 import tempfile
 from typing import Any, Callable
 
-from sage_engine.evaluation import timing
+from sage_engine.evaluation import diagnostics, timing
 
 NPU_FLUSH_MB = 192
 CUDA_FLUSH_MB = 256
@@ -47,6 +49,34 @@ def device_name(device: str) -> str | None:
     if mod is None or not hasattr(mod, "get_device_name"):
         return None
     return str(mod.get_device_name(0))
+
+
+def probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+    """Whether an evaluation can start the device: `{"available", "name"}`,
+    or `{"available": False, "error"}` with what the runtime said. Runs as
+    an evaluation's candidate process (same limits, same sandbox)."""
+    import warnings
+
+    import torch
+
+    device = str(request["device"])
+    mod = getattr(torch, device, None)
+    if mod is None:
+        return {"available": False, "error": f"this torch has no torch.{device} module"}
+    with warnings.catch_warnings(record=True) as caught:
+        # torch.cuda.is_available() reports a failed driver start as a warning and False.
+        warnings.simplefilter("always")
+        try:
+            available = bool(mod.is_available()) and mod.device_count() > 0
+            if available:
+                x = torch.ones(4).to(device)
+                float((x + x).sum())  # a context, an allocation and a kernel: what every evaluation needs
+        except Exception as exc:  # noqa: BLE001 - the reason is the answer
+            return {"available": False, "error": f"device start-up failed: {diagnostics.exception_text(exc)}"}
+    if not available:
+        said = "; ".join(str(w.message).strip() for w in caught)
+        return {"available": False, "error": f"torch.{device}.is_available() is False" + (f": {said}" if said else "")}
+    return {"available": True, "name": device_name(device)}
 
 
 # --------------------------------------------------------------- NPU profiler

@@ -50,7 +50,6 @@ class NpuBackend(DeviceBackend):
     module = "npu"
     timer = f"{CHILD}:npu_timer"
     preload = ("torch_npu",)
-    probe_imports = "import torch_npu"
     setup_hint = SETUP_HINT
     device_time = True
     # The Ascend driver's nodes, as Ascend's container runtime passes them through.

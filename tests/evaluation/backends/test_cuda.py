@@ -7,6 +7,7 @@ nothing on a GPU."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,21 @@ def test_without_a_gpu_the_backend_refuses_with_a_reason(tmp_path):
         backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
 
 
+def test_a_limit_that_breaks_device_start_up_leaves_the_backend_not_ready_saying_why(monkeypatch, tmp_path):
+    # The probe starts the device as an evaluation would: in the sandbox, under
+    # the evaluation's memory cap, which here leaves no room for the driver's state.
+    paths = [str(DOUBLES / "cuda"), str(DOUBLES), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    backend = CudaBackend(device_config(tmp_path).replace(eval_memory_mb=64))
+    try:
+        status = backend.status()
+    finally:
+        backend.close()
+    assert not status.ready
+    # What failed, in the runtime's words (the driver state, or a library's segment, that did not fit).
+    assert re.match(r"device probe failed: .*(Memory|Import)Error", status.reason), status.reason
+
+
 @pytest.mark.slow
 def test_double_runs_the_whole_cuda_path_and_names_the_device(cuda_double):
     status = cuda_double.status()
@@ -68,6 +84,7 @@ def test_double_runs_the_whole_cuda_path_and_names_the_device(cuda_double):
 
 
 @real_gpu
+@pytest.mark.gpu
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id,solution", [("softmax", "triton_softmax.py"), ("gelu", "cpu_erf.py")])
 def test_real_gpu_checks_and_times_a_candidate(tmp_path, task_id, solution):
@@ -80,3 +97,26 @@ def test_real_gpu_checks_and_times_a_candidate(tmp_path, task_id, solution):
     assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
     assert "test double" not in result.hardware
     assert result.candidate_timing and result.candidate_timing.reps >= 4
+
+
+@real_gpu
+@pytest.mark.gpu
+def test_real_gpu_timer_counts_side_stream_work_and_leaves_out_the_round_trip():
+    import torch
+    from triton.testing import do_bench
+
+    from sage_engine.evaluation.timing import event_timer
+
+    a = torch.randn(4096, 4096, device="cuda")
+    stream = torch.cuda.Stream()
+
+    def on_side_stream(_i):
+        with torch.cuda.stream(stream):
+            a @ a
+
+    plain, side = event_timer("cuda", 256), event_timer("cuda", 256)
+    t_plain = min(plain(lambda _i: a @ a, 5) for _ in range(3))
+    t_side = min(side(on_side_stream, 5) for _ in range(3))
+    assert side.all_streams and not plain.all_streams
+    assert 0.8 < t_side / t_plain < 1.3  # the side stream's matmul counted in full
+    assert abs(t_plain * 1e3 / do_bench(lambda: a @ a, return_mode="median") - 1) < 0.05
