@@ -1,0 +1,346 @@
+"""Is SAGE's device path true on this GPU? One stage at a time, each a table
+and a JSON file, each with the goals it checks.
+
+    python -m benchmarks.device_check STAGE [--kernelbench PATH] [--out DIR]
+
+`scripts/device-check` runs every stage under its own time limit (a GPU host
+is often at hand only for minutes) and prints the summary. Stages:
+
+- `tests`: the project's GPU tests (`pytest -m gpu`).
+- `timing`: for a handful of KernelBench level-1 references (a checkout's
+  `KernelBench/level1`, else bundled tasks), SAGE's reference median beside
+  `triton.testing.do_bench` and KernelBench's CUDA-event timing (L2 flushed),
+  both measured here, in one process, on the same seeded inputs. Goal:
+  every SAGE median within +-3% of do_bench's.
+- `fused`: a fused Triton tanh-GELU (`benchmarks/device/`) against the eager
+  reference: SAGE's speedup beside do_bench's ratio. Goal: within +-5%.
+- `hostile`: GPU candidates that cheat (work on a side stream, patched
+  event timer, cached outputs, a mutated input) and SAGE's verdicts.
+
+SAGE must be installed in this interpreter (`pip install .`: the sandboxed
+children import it without PYTHONPATH). Run from the repository root. With
+no GPU (`torch.cuda.is_available()` False) a stage says so and fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICE = ROOT / "benchmarks" / "device"
+KB_TIMING = ("1_Square_matrix_multiplication_.py", "63_conv_standard_2D__square_input__square_kernel.py",
+             "95_CrossEntropyLoss.py", "10_3D_tensor_matrix_multiplication.py",
+             "6_Matmul_with_large_K_dimension_.py", "40_LayerNorm.py")
+BUNDLED_TIMING = ("matmul", "softmax", "layer_norm", "cross_entropy")
+TIMING_GOAL = 0.03  # a SAGE reference median within 3% of do_bench's
+FUSED_GOAL = 0.05  # the fused kernel's speedup within 5% of do_bench's ratio
+KB_TRIALS = 100  # KernelBench's cuda_event method: 100 timed trials after 5 warm-ups, the first discarded
+KB_WARMUP = 5
+L2_FLUSH_BYTES = 256 << 20  # what KernelBench writes to thrash the L2 (H200: 60 MB of L2)
+HOSTILE_EXPECTED = {"side_stream": "counted", "patches_event_timer": "rejected", "caches_output": "rejected",
+                    "mutates_input": "rejected"}
+
+
+# ----------------------------------------------------------------- SAGE side
+
+
+SMALL_CASE = {"rows": 256, "cols": 256}  # --small: the fused task's size for a smoke run on a CPU
+
+
+def sage_config(args: argparse.Namespace, tmp: Path):
+    from sage_engine.config import Config
+
+    changes: dict[str, Any] = dict(timing_budget_s=0.1, timing_min_reps=4, timing_warmup=1) if args.small else {}
+    return Config(db_path=tmp / "memory.db", cache_dir=tmp / "cache", backend="cuda", correctness_trials=2,
+                  eval_timeout_s=300.0, **changes)
+
+
+def own_candidate(source: str) -> str:
+    """The reference renamed to ModelNew: a candidate that is the reference."""
+    return re.sub(r"\bModel\b", "ModelNew", source)
+
+
+def evaluate(harness: Any, task: Any, source: str, trials: int = 2) -> tuple[Any, float]:
+    start = time.monotonic()
+    result = harness.evaluate(task, source, backend="cuda", trials=trials)
+    return result, time.monotonic() - start
+
+
+# ------------------------------------------------------------ in this process
+
+
+def task_module(task: Any, case: dict[str, Any]) -> types.ModuleType:
+    """The task's reference module with the timed case's sizes applied."""
+    import torch
+
+    module = types.ModuleType(f"_check_{task.id}")
+    exec(compile(task.reference_source, str(task.reference_path or task.id), "exec"), module.__dict__)
+    for key, value in case.items():
+        module.__dict__[key] = getattr(torch, value) if isinstance(value, str) and hasattr(torch, value) else value
+    return module
+
+
+def model_and_inputs(task: Any, case: dict[str, Any], candidate: str | None = None) -> tuple[Any, list[Any]]:
+    """The reference's Model (or `candidate`'s ModelNew) and inputs, built as
+    SAGE's reference process builds them: seeded, then moved to the GPU."""
+    import torch
+
+    module = task_module(task, case)
+    torch.manual_seed(task.seed)
+    init = module.get_init_inputs()
+    cls = module.Model
+    if candidate is not None:
+        namespace: dict[str, Any] = {"__name__": "candidate"}
+        exec(compile(candidate, "candidate.py", "exec"), namespace)
+        cls = namespace["ModelNew"]
+    torch.manual_seed(task.seed)
+    model = cls(*init)
+    if isinstance(model, torch.nn.Module):
+        model = model.to("cuda")
+    torch.manual_seed(task.seed)
+    inputs = [v.to("cuda") if isinstance(v, torch.Tensor) else v for v in module.get_inputs()]
+    return model, inputs
+
+
+def do_bench_ms(fn: Callable[[], Any]) -> float | None:
+    """triton.testing.do_bench's median, or None where triton has no GPU driver."""
+    try:
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, return_mode="median"))
+    except Exception as exc:  # noqa: BLE001 - reported, the other columns still stand
+        print(f"do_bench unavailable: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return None
+
+
+def kernelbench_events_ms(fn: Callable[[], Any]) -> float:
+    """KernelBench's `cuda_event` timing: per trial, synchronise, thrash the
+    L2 with a 256 MB fill, events around the call, synchronise; the median."""
+    import statistics
+
+    import torch
+
+    for _ in range(KB_WARMUP):
+        fn()
+        torch.cuda.synchronize()
+    # KernelBench allocates its 256 MB per trial; after the first the caching allocator hands the same block back.
+    dummy = torch.empty(L2_FLUSH_BYTES // 8, dtype=torch.int64).to("cuda")
+    times = []
+    for trial in range(KB_TRIALS + 1):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        dummy.fill_(42)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        if trial:
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def in_process_ms(task: Any, case: dict[str, Any], candidate: str | None = None) -> dict[str, float | None]:
+    """do_bench and KernelBench events for the reference (or `candidate`'s ModelNew) on the task's inputs."""
+    import torch
+
+    model, inputs = model_and_inputs(task, case, candidate)
+    try:
+        with torch.no_grad():
+            fn = lambda: model(*inputs)  # noqa: E731
+            return {"do_bench_ms": do_bench_ms(fn), "kernelbench_ms": kernelbench_events_ms(fn)}
+    finally:
+        del model, inputs
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+# ------------------------------------------------------------------- stages
+
+
+def stage_tests(args: argparse.Namespace) -> dict[str, Any]:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
+                           "-o", "addopts=", str(ROOT / "tests")], capture_output=True, text=True, cwd=ROOT)
+    tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+    return {"rows": [{"line": line} for line in tail],
+            "goals": [{"goal": "the GPU tests pass", "met": proc.returncode == 0}]}
+
+
+def timing_tasks(args: argparse.Namespace) -> list[Any]:
+    from sage_engine.evaluation.tasks import load_task
+
+    if args.kernelbench:
+        level1 = Path(args.kernelbench) / "KernelBench" / "level1"
+        return [load_task(level1 / name) for name in KB_TIMING if (level1 / name).is_file()]
+    return [load_task(name) for name in BUNDLED_TIMING]
+
+
+def stage_timing(args: argparse.Namespace) -> dict[str, Any]:
+    from sage_engine.evaluation.harness import Harness
+
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
+        for task in timing_tasks(args):
+            result, wall = evaluate(harness, task, own_candidate(task.reference_source), trials=1)
+            row: dict[str, Any] = {"task": task.id, "status": result.status, "wall_s": round(wall, 1)}
+            if result.status == "correct" and result.reference_timing is not None:
+                case = result.compile_info.get("timed_case") or {}
+                row.update(sage_ms=result.reference_timing.median_ms, self_speedup=result.speedup,
+                           **in_process_ms(task, case))
+                if row["do_bench_ms"]:
+                    row["sage_over_do_bench"] = row["sage_ms"] / row["do_bench_ms"]
+            else:
+                row["message"] = result.message[:300]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    ratios = [r.get("sage_over_do_bench") for r in rows]
+    met = bool(rows) and all(r is not None and abs(r - 1) <= TIMING_GOAL for r in ratios)
+    return {"rows": rows, "goals": [{"goal": f"every SAGE reference median within +-{TIMING_GOAL:.0%} of do_bench's",
+                                     "met": met}]}
+
+
+def fused_task(args: argparse.Namespace) -> Any:
+    import dataclasses
+
+    from sage_engine.evaluation.tasks import load_task
+
+    task = load_task(DEVICE / "gelu_tanh.py")
+    return dataclasses.replace(task, cases=(SMALL_CASE,)) if args.small else task
+
+
+def stage_fused(args: argparse.Namespace) -> dict[str, Any]:
+    from sage_engine.evaluation.harness import Harness
+
+    task, candidate = fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
+        result, wall = evaluate(harness, task, candidate)
+    row: dict[str, Any] = {"task": task.id, "status": result.status, "wall_s": round(wall, 1),
+                           "sage_speedup": result.speedup, "message": result.message[:300]}
+    if result.status == "correct":
+        case = task.case_rows[0]
+        reference, fused = in_process_ms(task, case), in_process_ms(task, case, candidate)
+        row.update(reference_do_bench_ms=reference["do_bench_ms"], fused_do_bench_ms=fused["do_bench_ms"],
+                   reference_kernelbench_ms=reference["kernelbench_ms"], fused_kernelbench_ms=fused["kernelbench_ms"])
+        if reference["do_bench_ms"] and fused["do_bench_ms"]:
+            row["do_bench_speedup"] = reference["do_bench_ms"] / fused["do_bench_ms"]
+        row["kernelbench_speedup"] = reference["kernelbench_ms"] / fused["kernelbench_ms"]
+    print(json.dumps(row), flush=True)
+    ratio = (row["sage_speedup"] / row["do_bench_speedup"]) if row.get("do_bench_speedup") and row["sage_speedup"] else None
+    return {"rows": [row], "goals": [{"goal": f"the fused kernel's speedup within +-{FUSED_GOAL:.0%} of do_bench's",
+                                      "met": ratio is not None and abs(ratio - 1) <= FUSED_GOAL}]}
+
+
+def verdict(result: Any) -> str:
+    """What SAGE made of a cheating candidate, in one word."""
+    if result.status in ("rejected", "incorrect"):
+        return "rejected"
+    if result.status == "correct":
+        other_streams = (result.compile_info.get("checks") or {}).get("other_streams") or []
+        if "candidate" in other_streams and (result.speedup or 0) < 1.5:
+            return "counted"
+        return "believed"
+    return result.status
+
+
+def stage_hostile(args: argparse.Namespace) -> dict[str, Any]:
+    from sage_engine.evaluation.harness import Harness
+
+    task, rows = fused_task(args), []
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
+        for name, expected in HOSTILE_EXPECTED.items():
+            result, wall = evaluate(harness, task, (DEVICE / "hostile" / f"{name}.py").read_text())
+            row = {"candidate": name, "expected": expected, "verdict": verdict(result), "status": result.status,
+                   "speedup": result.speedup, "wall_s": round(wall, 1), "message": result.message[:300]}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return {"rows": rows, "goals": [{"goal": "every hostile GPU candidate gets its expected verdict",
+                                     "met": all(r["verdict"] == r["expected"] for r in rows)}]}
+
+
+STAGES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "tests": stage_tests, "timing": stage_timing, "fused": stage_fused, "hostile": stage_hostile,
+}
+
+
+# ------------------------------------------------------------------ reports
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no rows)"
+    keys = list(dict.fromkeys(k for row in rows for k in row if k != "message"))
+    cells = [[_cell(row.get(k)) for k in keys] for row in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    lines = [" | ".join(k.ljust(w) for k, w in zip(keys, widths)), "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(c.ljust(w) for c, w in zip(cell, widths)) for cell in cells]
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    return "" if value is None else str(value)
+
+
+def summary(out: Path) -> int:
+    """Every stage's table and goals, from the JSON files the stages wrote; 0 when every goal was met."""
+    ok = True
+    for stage in STAGES:
+        path = out / f"device-check-{stage}.json"
+        if not path.is_file():
+            print(f"\n## {stage}: no result (it did not finish in its time)")
+            ok = False
+            continue
+        data = json.loads(path.read_text())
+        print(f"\n## {stage} ({data.get('seconds', 0):.0f} s)\n{table(data['rows'])}")
+        for goal in data["goals"]:
+            ok = ok and goal["met"]
+            print(f"goal: {goal['goal']}: {'met' if goal['met'] else 'NOT met'}")
+    return 0 if ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="device_check", description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage", choices=[*STAGES, "summary"])
+    parser.add_argument("--kernelbench", help="a KernelBench checkout (its KernelBench/level1 references are timed)")
+    parser.add_argument("--out", default=".", help="folder for device-check-STAGE.json")
+    parser.add_argument("--small", action="store_true",
+                        help="small inputs and a short timing budget: a smoke run of the check itself, "
+                             "e.g. through the test double on a CPU; it says nothing about a GPU")
+    parser.add_argument("--scratch", default=str(ROOT / "build" / "device-check"),
+                        help="where the check's memories and build caches go")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    Path(args.scratch).mkdir(parents=True, exist_ok=True)
+    if args.stage == "summary":
+        return summary(out)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("torch.cuda.is_available() is False: the device check needs a GPU", file=sys.stderr)
+        return 2
+    start = time.monotonic()
+    data = STAGES[args.stage](args)
+    data["seconds"] = time.monotonic() - start
+    data["device"] = torch.cuda.get_device_name(0)
+    (out / f"device-check-{args.stage}.json").write_text(json.dumps(data, indent=2, default=str))
+    print(table(data["rows"]))
+    return 0 if all(g["met"] for g in data["goals"]) else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
