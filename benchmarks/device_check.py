@@ -154,13 +154,13 @@ def in_process_ms(task: Any, case: dict[str, Any], candidate: str | None = None)
     """do_bench and KernelBench events for the reference (or `candidate`'s ModelNew) on the task's inputs."""
     import torch
 
-    model, inputs = model_and_inputs(task, case, candidate)
     try:
+        model, inputs = model_and_inputs(task, case, candidate)
         with torch.no_grad():
             fn = lambda: model(*inputs)  # noqa: E731
             return {"do_bench_ms": do_bench_ms(fn), "kernelbench_ms": kernelbench_events_ms(fn)}
     finally:
-        del model, inputs
+        model = inputs = fn = None  # the task's tensors go before the next one's
         gc.collect()
         torch.cuda.empty_cache()
 

@@ -87,6 +87,7 @@ class Config:
     eval_memory_mb: int = 0
     eval_cpu_s: int = 600  # RLIMIT_CPU of the child: a backstop behind the wall clock
     correctness_trials: int = 3  # seeded trials per case (KernelBench uses 5)
+    max_trials: int = 20  # the most a caller may ask for: beyond it a trial only costs time
     tolerance_mode: Literal["kernelbench", "npukernelbench"] = "kernelbench"
     timing_min_reps: int = 10
     timing_max_reps: int = 200

@@ -204,8 +204,6 @@ class Engine:
         then record the attempt once (its request id makes a repeat a no-op).
         `cancel` set kills the evaluation; it then raises and nothing is recorded."""
         source, path = self.resolve_candidate(candidate)
-        if trials is not None and not 1 <= trials <= 20:
-            raise InvalidInput("trials must lie in 1..20")
         the_task = self.load_task(task)
         self.episodes.check_attempt(episode_id, adopted)
         request_id = uuid.uuid4().hex
@@ -278,9 +276,40 @@ class Engine:
 
     def confinement(self):
         """How candidates are contained on this host: bubblewrap, or limits-only with the fix (probed once)."""
-        from sage_engine.evaluation.confine import probe
+        return self.probe_confinement(self.config)
 
-        return probe(self.config.sandbox_confinement, self.config.sandbox_bwrap)
+    @staticmethod
+    def probe_confinement(config: Config):
+        """How `config` confines candidates on this host (`describe()` says it in a line), before any Engine opens."""
+        from sage_engine.evaluation.host.launch import confinement_for
+
+        return confinement_for(config)
+
+    @staticmethod
+    def connect_cluster(config: Config) -> None:
+        """Join the Ray cluster `config` evaluates on (RAY_ADDRESS); `BackendUnavailable` says how when it is not there."""
+        from sage_engine.evaluation.ray_executor import connect
+
+        connect(config)
+
+    @staticmethod
+    def redact(database: str) -> str:
+        """A memory's path or URL with its password hidden, for banners and logs."""
+        from sage_engine.memory.store import redact
+
+        return redact(database)
+
+    @staticmethod
+    def candidate_hash(source: str) -> str:
+        """What an `EvalResult.candidate_hash` is for this source (an editor tells a stale result by it)."""
+        from sage_engine.evaluation.host.machine import candidate_hash
+
+        return candidate_hash(source)
+
+    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None,
+                    family: str | None = None) -> list["Task"]:
+        """The tasks of a suite folder (the bundled one by default), with their example solutions."""
+        return self.evaluation.suite_tasks(suite_dir, level=level, family=family)
 
     def backends(self) -> list[BackendStatus]:
         return self.evaluation.backends()

@@ -48,3 +48,16 @@ class StoreError(SageError):
     or unreachable (the PostgreSQL server went away)."""
 
     kind, exit_code = "store_error", 6
+
+
+class Cancelled(SageError):
+    """The caller cancelled an evaluation; its processes were killed and nothing was recorded."""
+
+    kind, exit_code = "cancelled", 130
+
+
+class LLMError(SageError):
+    """The model provider failed (auth, bad request, network after retries).
+    A run stops on it; the task it interrupted is resumed later."""
+
+    kind, exit_code = "llm_error", 7

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from sage_engine.config import Config
+from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput
-from sage_engine.memory.store import redact
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_re
     bound = sock.getsockname()[1]
     url = f"http://{host if ':' not in host else f'[{host}]'}:{bound}{MCP_PATH}"
     print(
-        f"sage serve: memory {redact(config.database)} (backend {config.backend})\n"
+        f"sage serve: memory {Engine.redact(config.database)} (backend {config.backend})\n"
         f"listening on {url}\n"
         f"{who}\n"
         f"connect: claude mcp add --transport http sage {url} --header \"Authorization: Bearer {token}\"",

@@ -43,7 +43,8 @@ def _sage_errors(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
             out = fn(ls, *args)
             return await out if asyncio.iscoroutine(out) else out
         except SageError as exc:
-            raise JsonRpcException(message=str(exc), code=REQUEST_FAILED) from exc
+            # The same `kind` MCP and the CLI show, for a client to act on.
+            raise JsonRpcException(message=str(exc), code=REQUEST_FAILED, data={"kind": exc.kind}) from exc
 
     return wrapper
 
@@ -155,9 +156,9 @@ def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 @server.command("sage.retrieveRules")
 @_sage_errors
-def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Open an episode for the document's task and return what it shows: sage.retrieveRules(uri, k?)."""
-    return ls.retrieve(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, int, "k", required=False))
+    return await ls.retrieve(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, int, "k", required=False))
 
 
 @server.command("sage.recordAdoption")
@@ -180,7 +181,7 @@ async def consolidate(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Promote proven items into the resident rulebook: sage.consolidate(dry_run?)."""
     dry_run = bool(_arg(args, 0, bool, "dry_run", required=False))
     async with ls.progress("SAGE: consolidating memory") as report:
-        result = await ls.in_worker(ls.engine.consolidate, dry_run=dry_run, progress=report)
+        result = await ls.in_memory_worker(ls.engine.consolidate, dry_run=dry_run, progress=report)
     return result.model_dump(mode="json")
 
 

@@ -15,21 +15,44 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
+from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.kernels import Kernel, TaskLink
 from sage_engine.models import EvalResult
-from sage_mcp.lsp_documents import language_of
-
-if TYPE_CHECKING:
-    from sage_mcp.lsp_server import SageLanguageServer
+from sage_mcp.lsp_documents import Analysis, language_of
+from sage_mcp.lsp_progress import Progress
 
 log = logging.getLogger("sage.lsp")
 T = TypeVar("T")
+
+
+class EvaluationHost(Protocol):
+    """What evaluations need of the language server that starts them."""
+
+    engine: Engine
+    episodes: dict[str, int]
+    workspace: Any
+
+    def analysis(self, doc: TextDocument) -> Analysis: ...
+
+    def name_of(self, doc: TextDocument) -> str: ...
+
+    def path_of(self, doc: TextDocument) -> str | None: ...
+
+    def require_task(self, doc: TextDocument) -> TaskLink: ...
+
+    def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]: ...
+
+    def evaluated(self, uri: str, result: EvalResult) -> None: ...
+
+    def progress(self, title: str) -> Progress: ...
+
+    def window_show_message(self, params: types.ShowMessageParams) -> None: ...
 
 
 @dataclass
@@ -41,7 +64,7 @@ class Evaluation:
 
 
 class Evaluations:
-    def __init__(self, ls: "SageLanguageServer"):
+    def __init__(self, ls: EvaluationHost):
         self.ls = ls
         self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sage-eval")
         self.running: dict[str, Evaluation] = {}  # uri -> evaluation in flight

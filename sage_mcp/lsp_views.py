@@ -10,7 +10,7 @@ from typing import Sequence
 
 from lsprotocol import types
 
-from sage_engine.evaluation.hostinfo import candidate_hash
+from sage_engine.engine import Engine
 from sage_engine.kernels import Kernel
 from sage_engine.models import Diagnostic, EvalResult, Item, ScoredItem, TaskSummary
 
@@ -34,7 +34,7 @@ _SETTINGS = re.compile(r"\s*\([^()]*=[^()]*\)")
 
 def content_hash(text: str) -> str:
     """The hash the harness stores as EvalResult.candidate_hash."""
-    return candidate_hash(text)
+    return Engine.candidate_hash(text)
 
 
 def is_stale(result: EvalResult, text: str) -> bool:

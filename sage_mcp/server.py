@@ -29,7 +29,6 @@ from pydantic import Field, PrivateAttr
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
 from sage_engine.errors import NotFound, SageError
-from sage_engine.memory.store import redact
 from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp_clients import connect_hint
 from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
@@ -235,14 +234,12 @@ def check_executor(config: Config) -> None:
     """A server told to evaluate on a cluster it cannot reach says so at
     start, naming RAY_ADDRESS, rather than at its first evaluation."""
     if config.executor == "ray":
-        from sage_engine.evaluation.ray_executor import connect
-
-        connect(config)
+        Engine.connect_cluster(config)
 
 
 def banner(config: Config, confinement: str = "") -> str:
     return (
-        f"sage-mcp {_version()}: memory {redact(config.database)} (backend {config.backend}, "
+        f"sage-mcp {_version()}: memory {Engine.redact(config.database)} (backend {config.backend}, "
         f"{'evaluating on the Ray cluster' if config.executor == 'ray' else 'evaluating here'}); speaking MCP on stdin/stdout.\n"
         + (f"confinement: {confinement}\n" if confinement else "")
         + f"Connect a client:\n{connect_hint(config.database)}"
@@ -269,9 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sage-mcp: {exc}", file=sys.stderr)
         return 2
     if not args.quiet:
-        from sage_engine.evaluation.confine import probe
-
-        confinement = probe(config.sandbox_confinement, config.sandbox_bwrap)
+        confinement = Engine.probe_confinement(config)
         print(banner(config, confinement.describe()), file=sys.stderr, flush=True)
     create_server(config).run()
     return 0

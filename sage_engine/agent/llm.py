@@ -12,16 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from sage_engine.errors import InvalidInput, SageError
+from sage_engine.errors import InvalidInput, LLMError
 
 log = logging.getLogger(__name__)
 
 PROVIDERS: tuple[str, ...] = ("anthropic", "openai")
-
-
-class LLMError(SageError):
-    """The model provider failed (auth, bad request, network after retries).
-    A run stops on it; the task it interrupted is resumed later."""
 
 
 @dataclass(frozen=True)

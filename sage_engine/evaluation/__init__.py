@@ -1,8 +1,18 @@
-"""Kernel evaluation: tasks, the sandboxed harness, correctness, timing,
-anti-cheat checks and backends.
+"""Kernel evaluation, laid out by the process each part runs in:
 
-Names are imported lazily: the sandbox child imports the pure modules of this
-package under interpreters that may lack pydantic.
+- `host/`: the process that asks (server, CLI, a Ray worker on an evaluation
+  host): the worker pool, the sandbox, the timing turn, the build cache;
+- `worker/`: the sandboxed worker process that runs one evaluation at a
+  time: its children, their limits, the correctness and timing phases;
+- `child/`: the reference and candidate processes (and backends' child routines);
+- `backends/`: what each backend (cpu, triton, ascend-compile, npu, cuda)
+  asks of them; `harness.py`, `executor.py`, `ray_executor.py`: the entry points;
+- shared by all: `protocol.py` (what crosses every pipe), `wire.py` (its
+  bytes), `processes.py`, `cgroups.py`, `timing.py`, `diagnostics.py`;
+  host-side data: `tasks.py`, `results.py`, `static_checks.py`.
+
+Names are imported lazily: the worker and children import the pure modules
+of this package under interpreters that may lack pydantic.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Where evaluations run: on this machine (`local`, the warm pool of the
 harness) or on the accelerator hosts of a Ray cluster (`ray`).
 
-    executor = get_executor(config, harness)
+    executor = LocalExecutor(harness_factory)  # or RayExecutor(config): ray_executor.py
     result = executor.evaluate(task, source, backend="npu", trials=3, progress=cb, cancel=event)
 
 Either way the result is an `EvalResult` with the same fields, plus the host
@@ -18,7 +18,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from sage_engine.config import Config
 from sage_engine.models import EvalResult
 
 if TYPE_CHECKING:
@@ -75,9 +74,8 @@ class LocalExecutor:
         self._harness_factory = harness_factory
 
     def evaluate(self, task, source, *, backend, trials, progress, cancel) -> EvalResult:
-        result = self._harness_factory().evaluate(task, source, backend=backend, trials=trials, progress=progress,
-                                                  cancel=cancel)
-        return result.model_copy(update={"host": this_host()})
+        return self._harness_factory().evaluate(task, source, backend=backend, trials=trials, progress=progress,
+                                                cancel=cancel)
 
     def hosts(self) -> list[HostSlots]:
         return [HostSlots(this_host(), True, {"CPU": float(os.cpu_count() or 1)}, {})]
@@ -87,11 +85,3 @@ class LocalExecutor:
 
     def close(self) -> None:
         pass
-
-
-def get_executor(config: Config, harness_factory: Callable[[], "Harness"]) -> Executor:
-    if config.executor == "ray":
-        from sage_engine.evaluation.ray_executor import RayExecutor
-
-        return RayExecutor(config)
-    return LocalExecutor(harness_factory)

@@ -7,57 +7,52 @@
 returns an `EvalResult` for any candidate, however it fails, streams
 progress through a callback and honours a cancellation handle: once
 `cancel` (a `threading.Event`) is set, the evaluation's processes are
-killed within a second and `EvaluationCancelled` is raised. It raises
-otherwise only for caller mistakes (`InvalidInput`: empty or oversized
-source, bad trials) and unusable backends (`BackendUnavailable`, also when
+killed within a second and `Cancelled` is raised. It raises otherwise
+only for caller mistakes (`InvalidInput`: empty or oversized source, bad
+trials: `check_call`) and unusable backends (`BackendUnavailable`, also when
 `sandbox_confinement = "required"` and this host cannot confine). It never
 touches the memory database.
 
 Safe to call from several threads at once: up to `Config.eval_workers`
 evaluations run side by side, each on its own worker, with timing phases
-taking turns (see `pool.py`). The progress callback is called from the
+taking turns (see `host/pool.py`). The progress callback is called from the
 evaluating thread.
 """
 
 from __future__ import annotations
 
-import os
+import socket
 import threading
 import time
 from typing import Callable
 
-from platformdirs import user_config_dir
-
 from sage_engine.config import Config
-from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
-from sage_engine.evaluation import confine
-from sage_engine.evaluation.backends.base import CACHE_READABLE, Backend, confinement_for, get_backend, with_confinement
-from sage_engine.evaluation.pool import SandboxPool, Sandboxing
+from sage_engine.errors import BackendUnavailable, Cancelled, InvalidInput
+from sage_engine.evaluation.backends.base import Backend, get_backend, with_confinement
+from sage_engine.evaluation.host import confine
+from sage_engine.evaluation.host.launch import confinement_for, sandboxing_for
+from sage_engine.evaluation.host.pool import WorkerPool
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, Diagnostic, EvalResult
 
-MAX_TRIALS = 100
 CLOSE_WAIT_S = 10.0  # closing cancels evaluations in flight and waits this long for them to return
 
 Progress = Callable[[float, "float | None", str], None]
 
 
-class EvaluationCancelled(SageError):
-    """The caller cancelled the evaluation; its processes were killed and nothing was recorded."""
-
-
-def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxing:
-    """What every sandbox of this config hides and lets through."""
-    extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()] + confine.socket_dirs(config.db_url)
-    dirs, files = confine.hidden_for(config.db_path, config.home_dir, user_config_dir("sage", appauthor=False), extra)
-    readable = []
-    for sub in CACHE_READABLE:
-        # Made now, so builds published later are visible to sandboxes already running.
-        (config.cache_dir / sub).mkdir(parents=True, exist_ok=True)
-        readable.append(config.cache_dir / sub)
-    return Sandboxing(confinement, hidden_dirs=tuple(dirs), hidden_files=tuple(files),
-                      readable=tuple(confine._resolved(readable)), tmp_mb=config.sandbox_tmp_mb,
-                      timing_lock=config.timing_lock, pause_max_s=config.timing_pause_max_s)
+def check_call(config: Config, candidate_source: str, trials: int | None) -> int:
+    """The caller's part of an evaluation, checked once whichever way it
+    runs (here, or on a cluster's host): the source, and the trials (the
+    configured count when None)."""
+    if not isinstance(candidate_source, str) or not candidate_source.strip():
+        raise InvalidInput("the candidate source is empty; pass the code of a module defining class ModelNew")
+    if len(candidate_source) > config.max_candidate_chars:
+        raise InvalidInput(f"the candidate is {len(candidate_source)} characters; the limit is "
+                           f"{config.max_candidate_chars} (Config.max_candidate_chars)")
+    n_trials = config.correctness_trials if trials is None else trials
+    if not isinstance(n_trials, int) or isinstance(n_trials, bool) or not 1 <= n_trials <= config.max_trials:
+        raise InvalidInput(f"trials must be an integer from 1 to {config.max_trials}, got {trials!r}")
+    return n_trials
 
 
 def limits_only_note(confinement: confine.Confinement) -> Diagnostic:
@@ -70,8 +65,8 @@ class Harness:
     def __init__(self, config: Config):
         self.config = config
         self.confinement = confinement_for(config)
-        self.pool = SandboxPool(warm=config.warm_pool, threads=config.eval_threads,
-                                sandboxing=sandboxing_for(config, self.confinement), slots=config.eval_workers)
+        self.pool = WorkerPool(warm=config.warm_pool, threads=config.eval_threads,
+                               sandboxing=sandboxing_for(config, self.confinement), slots=config.eval_workers)
         self._backends: dict[str, Backend] = {}
         self._lock = threading.Lock()
         self._active: set[threading.Event] = set()
@@ -98,16 +93,7 @@ class Harness:
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
-        if not isinstance(candidate_source, str) or not candidate_source.strip():
-            raise InvalidInput("the candidate source is empty; pass the code of a module defining class ModelNew")
-        if len(candidate_source) > self.config.max_candidate_chars:
-            raise InvalidInput(
-                f"the candidate is {len(candidate_source)} characters; the limit is "
-                f"{self.config.max_candidate_chars} (Config.max_candidate_chars)"
-            )
-        n_trials = self.config.correctness_trials if trials is None else trials
-        if not isinstance(n_trials, int) or not 1 <= n_trials <= MAX_TRIALS:
-            raise InvalidInput(f"trials must be an integer from 1 to {MAX_TRIALS}, got {trials!r}")
+        n_trials = check_call(self.config, candidate_source, trials)
         if self.confinement.required and not self.confinement.confined:
             raise BackendUnavailable(
                 f"evaluation refused: sandbox_confinement is 'required' but {self.confinement.detail}. "
@@ -126,12 +112,13 @@ class Harness:
             start = time.monotonic()
             result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle)
             if handle.is_set():
-                raise EvaluationCancelled("the evaluation was cancelled; nothing was recorded")
+                raise Cancelled("the evaluation was cancelled; nothing was recorded")
         finally:
             with self._lock:
                 self._active.discard(handle)
                 self._idle.notify_all()
-        update: dict = {"duration_s": round(time.monotonic() - start, 4), "confinement": self.confinement.mode}
+        update: dict = {"duration_s": round(time.monotonic() - start, 4), "confinement": self.confinement.mode,
+                        "host": socket.gethostname()}
         if not self.confinement.confined:
             update["diagnostics"] = [*result.diagnostics, limits_only_note(self.confinement)]
         return result.model_copy(update=update)

@@ -21,27 +21,24 @@ which records them once (by request id).
 from __future__ import annotations
 
 import logging
-import queue
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from sage_engine.config import Config, default_cache_dir
-from sage_engine.errors import BackendUnavailable, SageError
-from sage_engine.evaluation.executor import HostSlots, Progress, RunningEvaluation, this_host
-from sage_engine.evaluation.harness import EvaluationCancelled
+from sage_engine.errors import BackendUnavailable, Cancelled, SageError
+from sage_engine.evaluation.executor import HostSlots, Progress, RunningEvaluation
+from sage_engine.evaluation.ray_host import POLL_S, HostRequest, remote_function
 from sage_engine.models import EvalResult
 
 if TYPE_CHECKING:
-    from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.tasks import Task
 
 log = logging.getLogger(__name__)
 
 TASK_NAME = "sage-evaluate"
 NAMESPACE = "sage"
-POLL_S = 0.25  # how often the submitting thread looks for events, a cancel or a deadline
 # Seconds granted beyond the evaluation's own limit for moving the request and
 # the result between hosts.
 TRANSFER_MARGIN_S = 30.0
@@ -118,7 +115,7 @@ class RayExecutor:
             raise BackendUnavailable("--executor ray needs Ray: pip install 'sage-npu[ray]'") from exc
         self.config = config
         connect(config)
-        self._remote = _remote_function()
+        self._remote = remote_function()
 
     # ------------------------------------------------------------ evaluation
 
@@ -132,8 +129,7 @@ class RayExecutor:
                                    "num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
         if resources:
             options["resources"] = resources
-        payload = {"task": task, "source": source, "backend": backend, "trials": trials, "config": _host_config(c)}
-        gen = self._remote.options(**options).remote(payload)
+        gen = self._remote.options(**options).remote(HostRequest(task, source, backend, trials, _host_config(c)))
         watch = _Watch(time.monotonic())
         lost = lambda why: _lost(task, backend, source, why, watch.hosts)  # noqa: E731
         try:
@@ -141,7 +137,7 @@ class RayExecutor:
                 now = time.monotonic()
                 if cancel is not None and cancel.is_set():
                     ray.cancel(gen)
-                    raise EvaluationCancelled("the evaluation was cancelled; the host stopped it and nothing was recorded")
+                    raise Cancelled("the evaluation was cancelled; the host stopped it and nothing was recorded")
                 if watch.started is None and now - watch.waiting_since > c.ray_queue_timeout_s:
                     ray.cancel(gen)
                     return lost(f"no host with {backend_resources(c, backend)} free within {c.ray_queue_timeout_s:.0f} s "
@@ -164,19 +160,18 @@ class RayExecutor:
                     return lost(f"the evaluation failed on the host: {_first_line(exc)}")
                 except ray.exceptions.RayError as exc:  # worker, node or object lost after the retries
                     return lost(f"{type(exc).__name__}: {_first_line(exc)}")
-                watch.see(event["host"], event["node"])
-                if event["ev"] == "progress" and progress is not None:
+                watch.see(event.host, event.node)
+                if event.kind == "progress" and progress is not None:
                     # A retry starts its stages again; MCP progress must only increase.
-                    if event["done"] > watch.shown:
-                        watch.shown = event["done"]
-                        progress(event["done"], event.get("total"), f"{event['message']} (on {event['host']})")
-                elif event["ev"] == "result":
-                    result = EvalResult.model_validate(event["result"])
-                    update: dict[str, Any] = {"host": event["host"]}
-                    if watch.lost_hosts:
-                        update["message"] = (f"{result.message} (retried on {event['host']} after {HOST_LOST}: "
-                                             f"{', '.join(watch.lost_hosts)})")
-                    return result.model_copy(update=update)
+                    if event.done > watch.shown:
+                        watch.shown = event.done
+                        progress(event.done, event.total, f"{event.message} (on {event.host})")
+                elif event.kind == "result":
+                    result = EvalResult.model_validate(event.result)
+                    if not watch.lost_hosts:
+                        return result
+                    return result.model_copy(update={"message": f"{result.message} (retried on {event.host} after "
+                                                                f"{HOST_LOST}: {', '.join(watch.lost_hosts)})"})
         except BaseException:
             ray.cancel(gen)  # a caller that stops listening must not leave the evaluation running
             raise
@@ -294,7 +289,7 @@ def _host_config(config: Config) -> Config:
 
 
 def _lost(task: "Task", backend: str, source: str, why: str, hosts: list[str]) -> EvalResult:
-    from sage_engine.evaluation.hostinfo import candidate_hash
+    from sage_engine.evaluation.host.machine import candidate_hash
 
     where = f" (last host: {hosts[-1]})" if hosts else ""
     return EvalResult(status="crashed", message=f"{HOST_LOST}: {why}{where}", task=task.id, backend=backend,
@@ -303,77 +298,3 @@ def _lost(task: "Task", backend: str, source: str, why: str, hosts: list[str]) -
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-# ---------------------------------------------------------- the host side
-
-_harnesses: dict[str, "Harness"] = {}
-_lock = threading.Lock()
-
-
-def _harness_for(config: Config) -> "Harness":
-    """One harness (and warm worker pool) per Ray worker process and config:
-    Ray reuses worker processes, so later evaluations start warm."""
-    from sage_engine.evaluation.harness import Harness
-
-    key = repr(config)  # Config holds a dict, so it is not hashable itself
-    with _lock:
-        if key not in _harnesses:
-            _harnesses[key] = Harness(config)
-        return _harnesses[key]
-
-
-def evaluate_on_host(payload: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Run one evaluation here and yield its events (started, progress...,
-    result), each naming this host and Ray node."""
-    import ray
-
-    config: Config = payload["config"]
-    host, node = this_host(), ray.get_runtime_context().get_node_id()
-    events: queue.Queue = queue.Queue()
-    cancel = threading.Event()
-
-    def progress(done: float, total: float | None, message: str) -> None:
-        events.put({"ev": "progress", "done": float(done), "total": total, "message": message, "host": host,
-                    "node": node})
-
-    def run() -> None:
-        try:
-            result = _harness_for(config).evaluate(payload["task"], payload["source"], backend=payload["backend"],
-                                                   trials=payload["trials"], progress=progress, cancel=cancel)
-            events.put({"ev": "result", "result": result.model_dump(mode="json"), "host": host, "node": node})
-        except BaseException as exc:  # noqa: BLE001 - handed to the generator, which re-raises it to the caller
-            events.put({"ev": "error", "error": exc})
-
-    yield {"ev": "started", "host": host, "node": node}
-    worker = threading.Thread(target=run, name="sage-evaluation", daemon=True)
-    worker.start()
-    try:
-        while True:
-            try:
-                # Never block for long: ray.cancel raises KeyboardInterrupt here only
-                # when this thread runs Python, and a blocked get() does not.
-                event = events.get(timeout=POLL_S)
-            except queue.Empty:
-                continue
-            if event["ev"] == "error":
-                raise event["error"]
-            yield event
-            if event["ev"] == "result":
-                return
-    finally:
-        # Cancelled (ray.cancel raises here) or abandoned: stop the sandbox.
-        cancel.set()
-        worker.join(timeout=10)
-
-
-_remote = None
-
-
-def _remote_function():
-    global _remote
-    if _remote is None:
-        import ray
-
-        _remote = ray.remote(num_returns="streaming")(evaluate_on_host)
-    return _remote

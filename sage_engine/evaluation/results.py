@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from sage_engine.evaluation import timing
-from sage_engine.evaluation.sandbox import Outcome
+from sage_engine.evaluation.protocol import CaseRow, Outcome, Report
 from sage_engine.models import CaseResult, Diagnostic, EvalResult, TimingStats
 
 STDOUT_TAIL_CHARS = 4000
@@ -46,10 +46,10 @@ def _from_outcome(
     last_progress: str = "",
 ) -> EvalResult:
     tail = _tail(outcome)
-    if outcome.result is not None and outcome.killed != "processes":
-        return _from_report(outcome.result, base=base, tail=tail, timing_representative=timing_representative,
+    if outcome.report is not None and outcome.killed != "processes":
+        return _from_report(outcome.report, base=base, tail=tail, timing_representative=timing_representative,
                             suspicious_speedup=suspicious_speedup)
-    cases = [_case(e["case_result"]) for e in outcome.events if "case_result" in e]
+    cases = [_case(row) for row in outcome.cases]
     stage = f" while {last_progress}" if last_progress else ""
     status, category = "crashed", "crash"
     if outcome.killed == "timeout":
@@ -96,19 +96,18 @@ def _from_outcome(
 
 
 def _from_report(
-    report: dict[str, Any], *, base: dict[str, Any], tail: str, timing_representative: bool,
-    suspicious_speedup: float,
+    report: Report, *, base: dict[str, Any], tail: str, timing_representative: bool, suspicious_speedup: float,
 ) -> EvalResult:
-    status = report.get("status", "crashed")
-    cases = [_case(c) for c in report.get("cases", [])]
-    diags = [Diagnostic(**d) for d in report.get("diagnostics", [])]
+    status = report.status
+    cases = [_case(c) for c in report.cases]
+    diags = [Diagnostic(**d) for d in report.diagnostics]
     errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
     errors_rel = [c.max_rel_error for c in cases if c.max_rel_error is not None]
     fields: dict[str, Any] = {}
-    timing_report = report.get("timing")
-    if timing_report:
-        ref = TimingStats(**timing_report["reference"])
-        cand = TimingStats(**timing_report["candidate"])
+    timing_report = report.timing
+    if timing_report is not None:
+        ref = TimingStats(**vars(timing_report.reference))
+        cand = TimingStats(**vars(timing_report.candidate))
         fields.update(reference_timing=ref, candidate_timing=cand)
         if timing_representative:
             speedup = timing.speedup(ref.median_ms, cand.median_ms)
@@ -121,22 +120,26 @@ def _from_report(
                             "does all the work the reference does",
                 ))
     versions = dict(base.get("versions", {}))
-    versions.update(report.get("versions", {}))
+    versions.update(report.versions)
+    # The device the reference process ran on names the hardware (a GPU's or NPU's own name).
+    hardware = report.device_name or base["hardware"]
     return EvalResult(
-        **{**base, "versions": versions},
+        **{**base, "versions": versions, "hardware": hardware},
         status=status,
         correct=status == "correct",
-        message=report.get("message", ""),
-        mismatch=report.get("mismatch"),
+        message=report.message,
+        mismatch=report.mismatch,
         max_abs_error=max(errors_abs) if errors_abs else None,
         max_rel_error=max(errors_rel) if errors_rel else None,
         cases=cases,
         diagnostics=diags,
         stdout_tail=tail,
         timing_representative=timing_representative,
-        phases={k: round(float(v), 6) for k, v in report.get("phases", {}).items()},
-        compile_info={**({"timed_case": timing_report["case"], "timer": timing_report["timer"]} if timing_report else {}),
-                      **({"checks": report["checks"]} if report.get("checks") else {})},
+        phases={k: round(float(v), 6) for k, v in report.phases.items()},
+        compile_info={**({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
+                      **({"device_time_us": timing_report.device_time_us}
+                         if timing_report and timing_report.device_time_us is not None else {}),
+                      **({"checks": report.checks} if report.checks else {})},
         **fields,
     )
 
@@ -148,12 +151,9 @@ def _tail(outcome: Outcome) -> str:
     return f"[... {dropped} earlier bytes dropped ...]\n{last}" if dropped > 0 else last
 
 
-def _case(row: dict[str, Any]) -> CaseResult:
-    return CaseResult(
-        case=row.get("case", {}), trial=int(row.get("trial", 0)), ok=bool(row.get("ok")),
-        max_abs_error=row.get("max_abs_error"), max_rel_error=row.get("max_rel_error"),
-        message=row.get("message", ""),
-    )
+def _case(row: CaseRow) -> CaseResult:
+    return CaseResult(case=row.case, trial=int(row.trial), ok=bool(row.ok), max_abs_error=row.max_abs_error,
+                      max_rel_error=row.max_rel_error, message=row.message)
 
 
 def _signal_name(sig: int) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.errors import InvalidInput, NotFound
+from sage_engine.evaluation.protocol import TaskSpec
 from sage_engine.models import TaskSummary
 
 # Strings in a case row that name one of these become a torch dtype in the child.
@@ -73,18 +74,12 @@ class Task:
         """The cases actually evaluated: an empty list means the module defaults."""
         return self.cases or ({},)
 
-    def to_request(self) -> dict[str, Any]:
-        """The JSON-safe part the sandbox child needs."""
-        return {
-            "id": self.id,
-            "reference_source": self.reference_source,
-            "reference_path": str(self.reference_path) if self.reference_path else None,
-            "cases": [dict(c) for c in self.case_rows],
-            "tolerance": self.tolerance,
-            "forbid": list(self.forbid),
-            "seed": self.seed,
-            "import_roots": list(self.import_roots),
-        }
+    def spec(self) -> TaskSpec:
+        """The part the evaluation children need."""
+        return TaskSpec(id=self.id, reference_source=self.reference_source,
+                        reference_path=str(self.reference_path) if self.reference_path else None,
+                        cases=[dict(c) for c in self.case_rows], tolerance=dict(self.tolerance),
+                        forbid=list(self.forbid), seed=self.seed, import_roots=list(self.import_roots))
 
 
 # ----------------------------------------------------------------- loading

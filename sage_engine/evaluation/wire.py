@@ -1,8 +1,7 @@
 """Byte formats between the processes of one evaluation.
 
-- Events: JSON lines carrying the evaluation's token, from a child to the
-  worker (progress, case rows, failures). A line without the token is not
-  believed, only counted.
+- Events: JSON lines (their types in `protocol.py`); a child's carry the
+  evaluation's token, and a line without it is not believed, only counted.
 - Commands and replies: one short ASCII line each way (`rep 4` -> `ok`), so a
   timing round trip costs a pipe write and read, not a JSON parse.
 - Value frames: the candidate's outputs, sent by the candidate process to
@@ -63,8 +62,8 @@ def read_exact(fd: int, n: int) -> bytearray:
     return buf
 
 
-def event_line(event: dict[str, Any], token: str) -> bytes:
-    return (json.dumps({**event, "token": token}, default=str) + "\n").encode()
+def json_text(obj: Any) -> str:
+    return json.dumps(obj, default=str)
 
 
 class LineReader:
@@ -111,17 +110,6 @@ class LineReader:
             ready, _, _ = select.select([self.fd], [], [], None if remaining == float("inf") else remaining)
             if ready:
                 self.fill()
-
-
-def parse_event(line: bytes, token: str) -> dict[str, Any] | None:
-    """The event on `line` if it carries `token`, else None."""
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(event, dict) or event.pop("token", None) != token:
-        return None
-    return event
 
 
 # ------------------------------------------------------------------ frames

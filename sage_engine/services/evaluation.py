@@ -50,9 +50,14 @@ class EvaluationService:
         on first use: memory-only commands never connect to a cluster."""
         with self._lock:
             if self._executor is None:
-                from sage_engine.evaluation.executor import get_executor
+                if self.config.executor == "ray":
+                    from sage_engine.evaluation.ray_executor import RayExecutor
 
-                self._executor = get_executor(self.config, lambda: self.harness)
+                    self._executor = RayExecutor(self.config)
+                else:
+                    from sage_engine.evaluation.executor import LocalExecutor
+
+                    self._executor = LocalExecutor(lambda: self.harness)
             return self._executor
 
     def run(self, task: "Task", source: str, *, backend: str | None, trials: int | None,
@@ -93,6 +98,13 @@ class EvaluationService:
             suite_dir = self.check_path(Path(suite_dir))
         return [task_summary(t) for t in list_suite(suite_dir, level=level, family=family)]
 
+    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None,
+                    family: str | None = None) -> list["Task"]:
+        from sage_engine.evaluation.tasks import list_suite
+
+        folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
+        return list_suite(folder, level=level, family=family)
+
     def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
                      scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
         from sage_engine.suite.importers import import_tasks
@@ -116,8 +128,6 @@ class EvaluationService:
         """Source code, or a path to a file under the allowed roots."""
         if not isinstance(candidate, str) or not candidate.strip():
             raise InvalidInput("candidate must be kernel source code or a path to a .py file")
-        if len(candidate) > self.config.max_candidate_chars:
-            raise InvalidInput(f"candidate is {len(candidate)} characters; the limit is {self.config.max_candidate_chars}")
         if "\x00" in candidate:
             raise InvalidInput("candidate contains NUL bytes; send Python source text")
         if "\n" in candidate or "ModelNew" in candidate:

@@ -31,7 +31,7 @@ from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.tasks import Task
-from sage_engine.suite import causes, source
+from sage_engine.suite import causes, randomness, source
 
 Progress = Callable[[int, int, str], None]
 # The bar a sound suite clears on the cpu backend (docs/suite.md).
@@ -173,7 +173,7 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     cause, detail = causes.classify(result)
     if cause == "not reproducible":
         tree = ast.parse(task.reference_source)
-        if source.random_in_forward(tree):
+        if randomness.random_in_forward(tree):
             cause = "not reproducible: random numbers in forward"
     status = "cannot_run" if causes.cannot_run(cause) else "failed"
     return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing)

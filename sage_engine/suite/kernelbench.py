@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from sage_engine.errors import InvalidInput
+from sage_engine.suite import randomness
 from sage_engine.suite import source as src
 from sage_engine.suite.common import Converted, level_of, snake
 
@@ -63,12 +64,12 @@ def adapt(text: str, *, seed: int, where: str, builders: set[str] = BUILDERS) ->
     tree = src.strip_imports(tree, drop_unused=False)
     count = len(tree.body)
     notes = []
-    if src.shim_random_inputs(tree, builders):
+    if randomness.shim_random_inputs(tree, builders):
         notes.append("input builders draw integer/boolean values through dtype-aware stand-ins for "
                      "torch.rand/randn/uniform_/normal_, which CPU torch implements for float dtypes only")
     appended = tree.body[count:]
     tree.body = tree.body[:count]
-    if src.seed_random_forward(tree, seed):
+    if randomness.seed_random_forward(tree, seed):
         notes.append(f"Model.forward draws random numbers; the reference draws them from a generator seeded "
                      f"with {seed} at every call")
     if len(tree.body) == len(originals) and not appended and \

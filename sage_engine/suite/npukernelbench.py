@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.errors import InvalidInput
+from sage_engine.suite import randomness
 from sage_engine.suite import source as src
 from sage_engine.suite.common import Converted, level_of, snake
 
@@ -59,8 +60,8 @@ def convert(path: Path, *, max_cases: int | None, seed: int) -> Converted:
     inputs_tree = src.strip_imports(inputs_tree)
     _rename(inputs_tree, {"get_inputs": "_source_get_inputs", "get_init_inputs": "_source_get_init_inputs"})
     builders = {n.name for n in inputs_tree.body if isinstance(n, ast.FunctionDef)}
-    shimmed = src.shim_random_inputs(inputs_tree, builders)
-    seeded = src.seed_random_forward(model_tree, seed)
+    shimmed = randomness.shim_random_inputs(inputs_tree, builders)
+    seeded = randomness.seed_random_forward(model_tree, seed)
     helpers = _helper_packages(path, [model_tree, inputs_tree])
     notes = []
     if has_checker:

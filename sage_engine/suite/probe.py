@@ -304,12 +304,13 @@ def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts
     return changed, followed, costs
 
 
-def run_probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+def run_probe(request: Any, emit: Any) -> dict[str, Any]:
     """Child-side runner: per-case size choices for CPU (and, for tasks whose
-    cases are rows, the sizes the constructor fixes, one for all cases)."""
-    task, opts = request["task"], request["scale"]
-    source, seed = task["reference_source"], int(task.get("seed", 1024))
-    cases = task["cases"]
+    cases are rows, the sizes the constructor fixes, one for all cases).
+    `request.runner_args["scale"]` holds the `CpuScale` settings."""
+    task, opts = request.task, request.runner_args["scale"]
+    source, seed = task.reference_source, task.seed
+    cases = task.cases
     module_mode = cases == [{}]
     constructor, searched, original_costs = [], cases, [None] * len(cases)
     if not module_mode:

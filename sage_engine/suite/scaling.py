@@ -52,12 +52,12 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
     task = load_task(task_dir)
     report = ScaleReport(task.id, notes=[])
     request = backend.build_request(task, "# sizing probe\n", 1)
-    request.update(runner=PROBE_RUNNER, scale={k: v for k, v in asdict(settings).items() if k != "timeout_s"},
-                   timeout_s=settings.timeout_s, timing=None)
+    request.runner, request.timeout_s, request.timing = PROBE_RUNNER, settings.timeout_s, None
+    request.runner_args = {"scale": {k: v for k, v in asdict(settings).items() if k != "timeout_s"}}
     outcome = backend.pool.run(request, backend.launch_for(task), lambda event: None)
-    result = outcome.result or {}
+    result = outcome.runner_result or {}
     if "scale" not in result:
-        why = result.get("message") or outcome.killed or f"exit code {outcome.exit_code}"
+        why = (outcome.report.message if outcome.report else "") or outcome.killed or f"exit code {outcome.exit_code}"
         report.error = f"sizing failed: {why}"
         return report
     per_case = result["scale"]

@@ -65,12 +65,10 @@ def suite_show(state: State, task_id) -> None:
 @handle_errors
 def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> None:
     """Evaluate the suite's example solutions and print a summary table."""
-    from sage_engine.evaluation.tasks import list_suite
-
     state.chose(suite_dir)
     backend = run_backend or state.engine.config.backend
     prefix = SOLUTION_PREFIX.get(backend, "cpu_")
-    tasks = list_suite(Path(suite_dir).resolve() if suite_dir else None, level=level, family=family)
+    tasks = state.engine.suite_tasks(Path(suite_dir).resolve() if suite_dir else None, level=level, family=family)
     if task_ids:
         wanted = {t.strip() for t in task_ids.split(",") if t.strip()}
         unknown = wanted - {t.id for t in tasks}

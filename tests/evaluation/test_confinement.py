@@ -19,10 +19,13 @@ from pathlib import Path
 import pytest
 
 from sage_engine.errors import BackendUnavailable
-from sage_engine.evaluation import confine, results
-from sage_engine.evaluation.harness import EvaluationCancelled, Harness
-from sage_engine.evaluation.pool import Launch, process_start, sweep_leftovers
-from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.errors import Cancelled
+from sage_engine.evaluation import results
+from sage_engine.evaluation.harness import Harness
+from sage_engine.evaluation.host import confine
+from sage_engine.evaluation.host.launch import Launch
+from sage_engine.evaluation.host.leftovers import process_start, sweep_leftovers
+from sage_engine.evaluation.protocol import MAX_TASKS
 
 from tests.conftest import require
 from tests.evaluation.conftest import fast_config, fixture_task
@@ -143,7 +146,7 @@ def _start_hung(harness: Harness) -> tuple[threading.Thread, threading.Event, di
             outcome["result"] = harness.evaluate(
                 RELU, HUNG, cancel=cancel, progress=lambda done, total, message: message.startswith("checking")
                 and running.set())
-        except EvaluationCancelled as exc:
+        except Cancelled as exc:
             outcome["cancelled"] = (time.monotonic(), exc)
 
     thread = threading.Thread(target=run)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import torch
 
-from sage_engine.evaluation.correctness import as_output_list, compare_outputs, tolerance_for
+from sage_engine.evaluation.child.correctness import as_output_list, compare_outputs, tolerance_for
 
 
 def test_close_float32_outputs_pass_and_report_errors():

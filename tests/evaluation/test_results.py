@@ -7,7 +7,8 @@ from pathlib import Path
 
 from sage_engine.evaluation.diagnostics import compiler_errors
 from sage_engine.evaluation.results import from_outcome
-from sage_engine.evaluation.sandbox import Outcome, TailBuffer
+from sage_engine.evaluation.processes import TailBuffer
+from sage_engine.evaluation.protocol import CaseRow, Outcome, Report
 
 BASE = {"task": "t", "backend": "cpu", "hardware": "x86_64-avx2", "candidate_hash": "0" * 16}
 
@@ -29,13 +30,12 @@ def test_cpu_time_signal_is_a_timeout_and_sigkill_suggests_memory():
 
 
 def test_a_report_that_comes_with_too_many_processes_is_still_crashed():
-    outcome = Outcome(result={"status": "correct"}, killed="processes")
+    outcome = Outcome(report=Report("correct"), killed="processes")
     assert status_of(outcome)[0] == "crashed"
 
 
 def test_timeout_says_how_far_correctness_got():
-    events = [{"ev": "case", "case_result": {"case": {}, "trial": 0, "ok": True}}]
-    status, message = status_of(Outcome(killed="timeout", events=events))
+    status, message = status_of(Outcome(killed="timeout", cases=[CaseRow({}, 0, True)]))
     assert status == "timeout" and "while checking case 1/1" in message and "1 correctness trial" in message
 
 

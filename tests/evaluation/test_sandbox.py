@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sage_engine.evaluation import sandbox
+from sage_engine.evaluation import cgroups, processes
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.pool import Launch
+from sage_engine.evaluation.host.launch import Launch
 
 from tests.evaluation.conftest import FIXTURE_TASKS, fast_config, fixture_task
 
@@ -64,7 +64,7 @@ def test_memory_hungry_candidate_hits_the_memory_limit(short, relu):
 
 
 def _live_descendants(root: int) -> list[int]:
-    table = sandbox.proc_table()
+    table = processes.proc_table()
     found, frontier = [], [root]
     while frontier:
         parent = frontier.pop()
@@ -87,7 +87,7 @@ def _is_worker(pid: int) -> bool:
 
 def _evaluation_processes(worker_launch: int) -> list[int]:
     """What evaluations started below a worker (its own sandbox processes excluded)."""
-    table = sandbox.proc_table()
+    table = processes.proc_table()
     workers = [p for p in [worker_launch, *_live_descendants(worker_launch)]
                if _is_worker(p) and not _is_worker(table[p].ppid if p in table else 0)]
     return [p for w in workers for p in _live_descendants(w)]
@@ -110,7 +110,7 @@ def test_fork_bomb_is_killed_whole_and_reported_as_crashed(short, relu):
 def test_fork_bomb_is_contained_by_the_process_watch_alone(eval_cache, relu, monkeypatch):
     # Cold path, supervised in this process, with the pids cgroup layer turned
     # off: the session-wide task count has to catch it.
-    monkeypatch.setattr(sandbox.PidsCgroup, "create", classmethod(lambda cls, max_tasks: None))
+    monkeypatch.setattr(cgroups.PidsCgroup, "create", classmethod(lambda cls, max_tasks: None))
     with Harness(fast_config(eval_cache, warm_pool=False, eval_timeout_s=30.0)) as cold:
         start = time.monotonic()
         result = cold.evaluate(relu, body("while True:", "    try:", "        os.fork()",
@@ -218,8 +218,8 @@ def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
 
 def test_a_killed_builds_lock_is_neither_cached_nor_staged_and_goes_stale(tmp_path):
     """torch waits forever on the lock of a build that was killed mid-way."""
-    from sage_engine.evaluation.pool import STALE_LOCK_S, publish_build, remove_stale_locks
-    from sage_engine.evaluation.worker import stage_build
+    from sage_engine.evaluation.host.builds import STALE_LOCK_S, publish_build, remove_stale_locks
+    from sage_engine.evaluation.worker.scratch import stage_build
 
     staged, cached, inside = tmp_path / "staged", tmp_path / "cache" / "ext", tmp_path / "inside"
     staged.mkdir()

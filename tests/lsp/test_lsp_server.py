@@ -239,3 +239,33 @@ async def test_an_episode_closed_elsewhere_does_not_block_the_next_benchmark(lsp
         engine.close_episode(shown["retrieval"]["episode_id"])
     summary = await asyncio.wait_for(execute(lsp, "sage.benchmark", uri), BOUND_S)
     assert summary["result"]["status"] == "correct" and summary["result"]["episode_id"] is None
+
+
+async def test_a_failed_command_carries_the_error_kind_mcp_and_the_cli_show(lsp, workspace):
+    with pytest.raises(JsonRpcException) as bad:
+        await execute(lsp, "sage.quarantine", "seven")
+    with pytest.raises(JsonRpcException) as missing:
+        await execute(lsp, "sage.quarantine", 424242)
+    assert bad.value.data == {"kind": "invalid_input"}
+    assert missing.value.data == {"kind": "not_found"}
+
+
+async def test_retrieving_rules_waits_for_the_database_off_the_event_loop(lsp, workspace):
+    # Another process holds the memory's write lock: the retrieve's write
+    # transaction waits for it, and meanwhile the server still answers the editor.
+    import sqlite3
+
+    path = workspace.write("kernels/good.py", GOOD)
+    uri = open_doc(lsp, path)
+    await lenses(lsp, uri)  # the memory exists and the server has opened it
+    holder = sqlite3.connect(workspace.db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        retrieving = asyncio.ensure_future(execute(lsp, "sage.retrieveRules", uri))
+        shown = await asyncio.wait_for(lenses(lsp, uri), 5)  # answered while the retrieve waits
+        assert shown and not retrieving.done()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    retrieval = (await asyncio.wait_for(retrieving, BOUND_S))["retrieval"]
+    assert retrieval["episode_id"] > 0

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from sage_engine.config import Config
-from sage_engine.evaluation.confine import probe
+from sage_engine.evaluation.host.confine import probe
 from sage_engine.models import EvalResult
 from tests.evaluation.hostile_support import HOSTILE, Victim, header, memory_rows, processes_with
 from tests.mcp.mcp_support import SAGE_MCP, SUITE, stdio_params as config_params

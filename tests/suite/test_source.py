@@ -10,8 +10,8 @@ import types
 import pytest
 import torch
 
-from sage_engine.evaluation import anticheat
-from sage_engine.suite import source
+from sage_engine.evaluation import static_checks
+from sage_engine.suite import randomness, source
 
 
 def _module(text: str) -> types.ModuleType:
@@ -47,7 +47,7 @@ def test_integer_draws_in_builders_give_valid_values_of_that_dtype():
             w = torch.rand(3, dtype=torch.float16)
             return x, y, z, w
     """))
-    assert source.shim_random_inputs(tree, {"get_inputs"})
+    assert randomness.shim_random_inputs(tree, {"get_inputs"})
     assert "torch.rand(3, dtype=torch.float16)" in ast.unparse(tree), "float draws are left as written"
     module = _module(ast.unparse(tree))
     for dtype in (torch.int32, torch.int8, torch.uint8, torch.bool):
@@ -79,8 +79,8 @@ def test_a_forward_that_draws_random_numbers_becomes_a_function_of_its_inputs():
                 return self.drop(x) + torch.rand_like(x)
     """)
     tree = ast.parse(text)
-    assert source.random_in_forward(tree)
-    assert source.seed_random_forward(tree, seed=7)
+    assert randomness.random_in_forward(tree)
+    assert randomness.seed_random_forward(tree, seed=7)
     model = _module(ast.unparse(tree)).Model()
     x = torch.ones(32)
     first = model(x)
@@ -89,7 +89,7 @@ def test_a_forward_that_draws_random_numbers_becomes_a_function_of_its_inputs():
     quiet = ast.parse("import torch.nn as nn\nclass Model(nn.Module):\n"
                       "    def __init__(self):\n        super().__init__()\n        self.d = nn.Dropout(0.0)\n"
                       "    def forward(self, x):\n        return self.d(x)\n")
-    assert not source.random_in_forward(quiet)
+    assert not randomness.random_in_forward(quiet)
 
 
 def test_a_layer_built_inside_forward_is_seeded_and_one_built_in_init_is_left_alone():
@@ -108,21 +108,21 @@ def test_a_layer_built_inside_forward_is_seeded_and_one_built_in_init_is_left_al
                 return self.act(conv(x))
     """)
     tree = ast.parse(text)
-    assert source.random_in_forward(tree) == [11]
-    assert source.seed_random_forward(tree, seed=3)
+    assert randomness.random_in_forward(tree) == [11]
+    assert randomness.seed_random_forward(tree, seed=3)
     model = _module(ast.unparse(tree)).Model()
     x = torch.randn(2, 4, 16)
     assert torch.equal(model(x, 5), model(x, 5))
     in_init = ast.parse("import torch.nn as nn\nclass Model(nn.Module):\n"
                         "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n"
                         "    def forward(self, x):\n        return nn.ReLU()(self.conv(x))\n")
-    assert not source.random_in_forward(in_init)
+    assert not randomness.random_in_forward(in_init)
     # KernelBench's level-3 models build their layers through helpers called from __init__.
     helper = ast.parse("import torch.nn as nn\n"
                        "def conv_bn(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))\n"
                        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                        "        self.block = conv_bn(8)\n    def forward(self, x):\n        return self.block(x)\n")
-    assert not source.random_in_forward(helper)
+    assert not randomness.random_in_forward(helper)
 
 
 def test_requirements_come_from_calls_not_from_imports_guards_or_comments():
@@ -179,7 +179,7 @@ def test_self_candidate_holds_the_model_and_only_what_it_needs():
     assert "class ModelNew" in candidate and "super(ModelNew, self)" in candidate
     assert "def helper" in candidate and "SCALE = 2.0" in candidate and "import math" in candidate
     assert "get_inputs" not in candidate and "batch_size" not in candidate and "import os" not in candidate
-    assert anticheat.check_source(candidate) == []
+    assert static_checks.check_source(candidate) == []
     ref, cand = _module(REFERENCE), _module(candidate)
     x = torch.randn(8, 4)
     assert torch.equal(ref.Model(3)(x), cand.ModelNew(3)(x))

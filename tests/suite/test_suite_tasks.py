@@ -16,7 +16,7 @@ import torch
 
 import suite_check as sc
 
-from sage_engine.evaluation.pool import remove_stale_locks
+from sage_engine.evaluation.host.builds import remove_stale_locks
 
 TASK_IDS = sc.task_ids()
 ALLOWED_KEYS = set(sc.REQUIRED_KEYS) | {"forbid", "tolerance", "seed"}

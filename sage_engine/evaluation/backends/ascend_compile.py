@@ -25,17 +25,18 @@ from typing import Any, Callable
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation import hostinfo, results
+from sage_engine.evaluation import results
+from sage_engine.evaluation.host import machine
 from sage_engine.evaluation.backends import venv
 from sage_engine.evaluation.backends.ascend_diagnostics import KernelVerdict, classify_kernel
 from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
-from sage_engine.evaluation.pool import Launch
-from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.evaluation.host.launch import Launch
+from sage_engine.evaluation.protocol import MAX_TASKS, TimingOptions
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, Diagnostic, EvalResult
 
 NAME = "ascend-compile"
-WORKER = "sage_engine.evaluation.backends.ascend_worker"
+WORKER = "sage_engine.evaluation.child.ascend"
 # The flags triton-ascend itself passes for A2/A3 parts (910B) minus the
 # CANN-only ones. Multi-buffering stays on: it is on by default on the device
 # and doubles the UB a kernel needs.
@@ -135,7 +136,7 @@ class AscendCompileBackend(SandboxBackend):
         # Line info makes bishengir-compile point at candidate lines.
         return {"TRITON_INTERPRET": "1", "TRITON_DISABLE_LINE_INFO": "false"}
 
-    def timing_options(self) -> dict[str, Any] | None:
+    def timing_options(self) -> TimingOptions | None:
         return None  # an interpreter on a CPU says nothing about an NPU
 
     def base_fields(self, task: Task, source: str) -> dict[str, Any]:
@@ -143,7 +144,7 @@ class AscendCompileBackend(SandboxBackend):
         # Keys as the child reports them (`triton_ascend`), so its versions merge over these.
         pins = dict(p.replace("-", "_").split("==", 1) for p in marker.get("packages", []) if "==" in p)
         return {"task": task.id, "backend": NAME, "hardware": self.config.chip,
-                "candidate_hash": hostinfo.candidate_hash(source), "versions": pins}
+                "candidate_hash": machine.candidate_hash(source), "versions": pins}
 
     # -------------------------------------------------------------- evaluation
 
@@ -161,7 +162,7 @@ class AscendCompileBackend(SandboxBackend):
         if outcome is None:
             report.finish(first.status)
             return first
-        launches = (outcome.result or {}).get("launches") or []
+        launches = (outcome.report.fields.get("launches") if outcome.report else None) or []
         info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
             result = self._failed(first, info, [
@@ -191,20 +192,18 @@ class AscendCompileBackend(SandboxBackend):
     def _compile(self, task: Task, source: str, trials: int, launches: list,
                  cancel: threading.Event | None) -> list[KernelVerdict] | EvalResult:
         request = self.build_request(task, source, trials)
-        request.update(
-            runner=f"{WORKER}:run_compile", env={"TRITON_DISABLE_LINE_INFO": "false"}, launches=launches,
-            chip=self.config.chip, bishengir=str(bishengir_path(self.env_path())),
-            bishengir_flags=list(BISHENGIR_FLAGS),
-        )
+        request.runner, request.env = f"{WORKER}:run_compile", {"TRITON_DISABLE_LINE_INFO": "false"}
+        request.runner_args = {"launches": launches, "chip": self.config.chip,
+                               "bishengir": str(bishengir_path(self.env_path())), "bishengir_flags": list(BISHENGIR_FLAGS)}
         outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None, cancel)
-        if outcome.result is None or "kernels" not in outcome.result:
+        if outcome.runner_result is None or "kernels" not in outcome.runner_result:
             failed = results.from_outcome(
                 outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
                 max_tasks=MAX_TASKS, timing_representative=False, suspicious_speedup=self.config.suspicious_speedup,
                 last_progress="lowering kernels for the Ascend front end",
             )
             return failed.model_copy(update={"compile_info": {"chip": self.config.chip, "front_end": "crashed"}})
-        return [classify_kernel(k, "candidate.py") for k in outcome.result["kernels"]]
+        return [classify_kernel(k, "candidate.py") for k in outcome.runner_result["kernels"]]
 
     def _failed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
         failed = [v for v in verdicts if not v.passed]

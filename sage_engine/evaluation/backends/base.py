@@ -14,7 +14,7 @@ that point into the candidate's private build folder), `device`, `timer`
 (a name from `timing.TIMERS` or "module:factory" importable in the child),
 `candidate_hook` (child-side code around the candidate's run,
 "module:factory") or `runner` (a routine with no reference, "module:function")
-and `timing_options()`. Static checks (syntax, anti-cheat) run first for
+and `timing_options()`. Child-side code lives in `evaluation/child/`. Static checks (syntax, anti-cheat) run first for
 every sandboxed backend: early, friendly feedback; the sandbox is the boundary.
 
 The registry imports backend modules lazily. `ascend-compile`, `npu` and
@@ -37,9 +37,11 @@ from typing import Any, Callable, ClassVar
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation import anticheat, confine, hostinfo, results
-from sage_engine.evaluation.pool import Launch, SandboxPool
-from sage_engine.evaluation.sandbox import MAX_TASKS
+from sage_engine.evaluation import results, static_checks
+from sage_engine.evaluation.host import confine, machine
+from sage_engine.evaluation.host.launch import Launch, confinement_for, sandboxing_for
+from sage_engine.evaluation.host.pool import WorkerPool
+from sage_engine.evaluation.protocol import MAX_TASKS, BuildSpec, Event, Limits, Progress as ProgressEvent, Request, TimingOptions
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, Diagnostic, EvalResult
 
@@ -53,10 +55,6 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "npu": ("sage_engine.evaluation.backends.npu", "NpuBackend"),
     "cuda": ("sage_engine.evaluation.backends.cuda", "CudaBackend"),
 }
-# The cache subfolders a sandbox may read: backend virtualenvs and the
-# per-candidate build folders (each backend's `build_namespace`). Not the
-# cache dir whole: a memory database may sit in it.
-CACHE_READABLE: tuple[str, ...] = ("backends", "torch_extensions", "triton", "cuda_extensions", "npu_extensions")
 SETUP_HINTS: dict[str, str] = {
     "ascend-compile": "needs its own virtualenv with triton-ascend, ascendnpu-ir, pybind11 and numpy<2 "
                       "(built under the SAGE cache dir); no NPU required",
@@ -69,19 +67,17 @@ class Backend(ABC):
     name: ClassVar[str]
     timing_representative: ClassVar[bool] = True
 
-    def __init__(self, config: Config, pool: SandboxPool | None = None):
+    def __init__(self, config: Config, pool: WorkerPool | None = None):
         self.config = config
         self._owns_pool = pool is None
         self._pool = pool
 
     @property
-    def pool(self) -> SandboxPool:
+    def pool(self) -> WorkerPool:
         if self._pool is None:
-            from sage_engine.evaluation.harness import sandboxing_for
-
             c = self.config
-            self._pool = SandboxPool(warm=c.warm_pool, threads=c.eval_threads, slots=c.eval_workers,
-                                     sandboxing=sandboxing_for(c, confinement_for(c)))
+            self._pool = WorkerPool(warm=c.warm_pool, threads=c.eval_threads, slots=c.eval_workers,
+                                    sandboxing=sandboxing_for(c, confinement_for(c)))
         return self._pool
 
     @abstractmethod
@@ -131,17 +127,17 @@ class SandboxBackend(Backend):
         (variable -> subfolder, "" for the folder itself)."""
         return {}
 
-    def timing_options(self) -> dict[str, Any] | None:
+    def timing_options(self) -> TimingOptions | None:
         c = self.config
-        return {"timer": self.timer, "warmup": c.timing_warmup, "min_reps": c.timing_min_reps,
-                "max_reps": c.timing_max_reps, "budget_s": c.timing_budget_s, "precision": c.timing_precision}
+        return TimingOptions(timer=self.timer, warmup=c.timing_warmup, min_reps=c.timing_min_reps,
+                             max_reps=c.timing_max_reps, budget_s=c.timing_budget_s, precision=c.timing_precision)
 
     def hardware(self) -> str:
-        return hostinfo.cpu_hardware()
+        return machine.cpu_hardware()
 
     def base_fields(self, task: Task, source: str) -> dict[str, Any]:
         return {"task": task.id, "backend": self.name, "hardware": self.hardware(),
-                "candidate_hash": hostinfo.candidate_hash(source), "versions": dict(hostinfo.host_versions())}
+                "candidate_hash": machine.candidate_hash(source), "versions": dict(machine.host_versions())}
 
     def static_check(self, task: Task, source: str) -> EvalResult | None:
         """Syntax and anti-cheat checks before anything runs."""
@@ -150,7 +146,7 @@ class SandboxBackend(Backend):
         if task.reference_path is not None and task.reference_path.name == "reference.py":
             ref_names.append(task.reference_path.parent.name)
         try:
-            findings = anticheat.check_source(source, forbid=task.forbid, reference_names=ref_names)
+            findings = static_checks.check_source(source, forbid=task.forbid, reference_names=ref_names)
         except SyntaxError as exc:
             diag = Diagnostic(category="syntax", message=f"SyntaxError: {exc.msg}", line=exc.lineno,
                               column=exc.offset)
@@ -164,43 +160,32 @@ class SandboxBackend(Backend):
         return EvalResult(**base, status="rejected", message=f"line {first.line}: {first.message}",
                           diagnostics=diags, timing_representative=self.timing_representative)
 
-    def build_request(self, task: Task, source: str, trials: int) -> dict[str, Any]:
+    def build_request(self, task: Task, source: str, trials: int) -> Request:
         c = self.config
-        return {
-            "token": secrets.token_hex(16),
-            "task": task.to_request(),
-            "candidate_source": source,
-            "trials": trials,
-            "tolerance_mode": c.tolerance_mode,
-            "threads": c.eval_threads,
-            "device": self.device,
-            "timing": self.timing_options(),
-            "env": self.child_env(task, source),
-            "preload": [],
-            "runner": self.runner,
-            "candidate_hook": self.candidate_hook,
-            "timeout_s": c.eval_timeout_s,
-            "limits": self.limits(),
-            "build": self.build_spec(source),
-        }
+        return Request(
+            token=secrets.token_hex(16), task=task.spec(), timeout_s=c.eval_timeout_s, limits=self.limits(),
+            candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
+            device=self.device, timing=self.timing_options(), env=self.child_env(task, source), runner=self.runner,
+            candidate_hook=self.candidate_hook, build=self.build_spec(source),
+        )
 
-    def limits(self) -> dict[str, Any]:
+    def limits(self) -> Limits:
         """The process limits of every evaluation child, sized on the host that evaluates."""
         c = self.config
-        return {"memory_mb": hostinfo.eval_memory_mb(c.eval_memory_mb), "cpu_s": c.eval_cpu_s, "max_tasks": MAX_TASKS}
+        return Limits(memory_mb=machine.eval_memory_mb(c.eval_memory_mb), cpu_s=c.eval_cpu_s, max_tasks=MAX_TASKS)
 
-    def build_spec(self, source: str) -> dict[str, Any] | None:
+    def build_spec(self, source: str) -> BuildSpec | None:
         """The candidate's own build folder: one per source hash and
         toolchain, so an unchanged candidate reuses its build, an upgraded
         torch rebuilds it, and no candidate can write another's (the pool
         gives the sandbox a private copy)."""
         if self.build_namespace is None or not self.build_vars():
             return None
-        own = f"{hostinfo.build_tag()}/{hostinfo.candidate_hash(source)}"
+        own = f"{machine.build_tag()}/{machine.candidate_hash(source)}"
         # The real path: the sandbox binds each cache folder where it really
         # lies, so a cache behind a symlink (a linked ~/.cache) is named that way.
         cache = Path(os.path.realpath(self.config.cache_dir / self.build_namespace)) / own
-        return {"key": f"{self.build_namespace}/{own}", "cache": str(cache), "vars": self.build_vars()}
+        return BuildSpec(key=f"{self.build_namespace}/{own}", cache=str(cache), vars=self.build_vars())
 
     def progress_steps(self, task: Task) -> int:
         return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
@@ -250,11 +235,11 @@ class _ProgressRelay:
             log.warning("progress callback failed; no more progress for this evaluation", exc_info=True)
             self.broken = True
 
-    def on_event(self, event: dict[str, Any]) -> None:
-        if event.get("ev") == "progress":
-            if event.get("total"):
-                self.total = float(event["total"])
-            self(float(event.get("progress", 0.0)), str(event.get("message", "")))
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, ProgressEvent):
+            if event.total:
+                self.total = float(event.total)
+            self(float(event.progress), event.message)
 
     def finish(self, status: str) -> None:
         self(self.total, f"done: {status}")
@@ -280,7 +265,7 @@ class UnavailableBackend(Backend):
         raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
 
 
-def get_backend(name: str, config: Config, pool: SandboxPool | None = None) -> Backend:
+def get_backend(name: str, config: Config, pool: WorkerPool | None = None) -> Backend:
     if name not in REGISTRY:
         raise InvalidInput(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     module_name, class_name = REGISTRY[name]
@@ -305,11 +290,6 @@ def list_backends(config: Config) -> list[BackendStatus]:
         finally:
             backend.close()
     return out
-
-
-def confinement_for(config: Config) -> confine.Confinement:
-    """How this host confines evaluations under `config` (probed once per process)."""
-    return confine.probe(config.sandbox_confinement, config.sandbox_bwrap)
 
 
 def with_confinement(status: BackendStatus, confinement: confine.Confinement) -> BackendStatus:

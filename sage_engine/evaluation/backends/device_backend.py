@@ -16,13 +16,17 @@ import threading
 from typing import Any, ClassVar
 
 from sage_engine.errors import BackendUnavailable
-from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
-from sage_engine.evaluation.pool import Launch
+from sage_engine.evaluation.backends.base import Progress, SandboxBackend
+from sage_engine.evaluation.host.launch import Launch
+from sage_engine.evaluation.protocol import Request, TaskSpec
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, EvalResult
 
-CHILD = "sage_engine.evaluation.backends.device_child"
+CHILD = "sage_engine.evaluation.child.device"
 PROBE_TIMEOUT_S = 120.0  # importing torch_npu initialises CANN; slow on a cold host
+# The probe runs no task: its request carries an empty one.
+PROBE_TASK = TaskSpec(id="device-probe", reference_source="", reference_path=None, cases=[{}], tolerance={},
+                      forbid=[], seed=0, import_roots=[])
 
 
 class DeviceBackend(SandboxBackend):
@@ -47,16 +51,16 @@ class DeviceBackend(SandboxBackend):
         sandbox with the same device nodes and under the same limits, so
         `ready` means an evaluation can start the device."""
         if self._probe_cache is None:
-            request = {"token": secrets.token_hex(16), "runner": f"{CHILD}:probe", "device": self.device,
-                       "preload": list(self.preload), "threads": self.config.eval_threads, "env": {},
-                       "timeout_s": PROBE_TIMEOUT_S, "limits": self.limits()}
+            request = Request(token=secrets.token_hex(16), task=PROBE_TASK, timeout_s=PROBE_TIMEOUT_S,
+                              limits=self.limits(), runner=f"{CHILD}:probe", device=self.device,
+                              preload=list(self.preload), threads=self.config.eval_threads)
             outcome = self.pool.run(request, self.launch(), lambda _event: None)
-            found = outcome.result or {}
+            found = outcome.runner_result or {}
             if "available" in found:
                 self._probe_cache = found
             else:
-                why = found.get("message") or (f"killed ({outcome.killed})" if outcome.killed
-                                               else f"ended with exit code {outcome.exit_code}")
+                why = (outcome.report.message if outcome.report else "") or (
+                    f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}")
                 said = (outcome.output_tail.strip().splitlines() or [""])[-1]
                 self._probe_cache = {"available": False,
                                      "error": f"device probe failed: {why}" + (f" ({said})" if said else "")}
@@ -89,10 +93,10 @@ class DeviceBackend(SandboxBackend):
     def hardware(self) -> str:
         return (self._probe_cache or {}).get("name") or self.module
 
-    def build_request(self, task: Task, source: str, trials: int) -> dict[str, Any]:
+    def build_request(self, task: Task, source: str, trials: int) -> Request:
         request = super().build_request(task, source, trials)
-        request["preload"] = list(self.preload)
-        request["device_time"] = self.device_time
+        request.preload = list(self.preload)
+        request.device_time = self.device_time
         return request
 
     def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
@@ -100,18 +104,4 @@ class DeviceBackend(SandboxBackend):
         status = self.status()
         if not status.ready:
             raise BackendUnavailable(f"backend {self.name!r} is unavailable: {status.reason}. {status.setup}")
-        report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        result, outcome = self.run_sandbox(task, source, trials, report, cancel)
-        if outcome is None:
-            report.finish(result.status)
-            return result
-        report_ = outcome.result or {}
-        update: dict[str, Any] = {}
-        if report_.get("device_name"):
-            update["hardware"] = report_["device_name"]
-        device_time = (report_.get("timing") or {}).get("device_time_us")
-        if device_time is not None:
-            update["compile_info"] = {**result.compile_info, "device_time_us": device_time}
-        result = result.model_copy(update=update) if update else result
-        report.finish(result.status)
-        return result
+        return super().evaluate(task, source, trials=trials, progress=progress, cancel=cancel)

@@ -28,7 +28,7 @@ from typing import Mapping
 
 from sage_engine.config import Config
 from sage_engine.evaluation.backends.device_backend import CHILD, DeviceBackend
-from sage_engine.evaluation.pool import SandboxPool
+from sage_engine.evaluation.host.pool import WorkerPool
 
 CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
 SETUP_HINT = ("on an Ascend host: install CANN and `source <ascend-toolkit>/set_env.sh` before starting SAGE, then "
@@ -56,7 +56,7 @@ class NpuBackend(DeviceBackend):
     devices = ("/dev/davinci*", "/dev/hisi_hdc*", "/dev/devmm_svm*")
     build_namespace = "npu_extensions"  # Ascend C candidates build torch extensions: one folder per source
 
-    def __init__(self, config: Config, pool: SandboxPool | None = None, *, environ: Mapping[str, str] | None = None):
+    def __init__(self, config: Config, pool: WorkerPool | None = None, *, environ: Mapping[str, str] | None = None):
         super().__init__(config, pool)
         # CANN is configured by its own set_env.sh in the process environment,
         # which the evaluation child inherits; it is not SAGE configuration.

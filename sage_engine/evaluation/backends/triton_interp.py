@@ -8,11 +8,12 @@ speedup is reported.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
-from typing import Any
 
 from sage_engine.evaluation.backends.base import SandboxBackend
-from sage_engine.evaluation.pool import Launch
+from sage_engine.evaluation.host.launch import Launch
+from sage_engine.evaluation.protocol import TimingOptions
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus
 
@@ -35,12 +36,12 @@ class TritonInterpreterBackend(SandboxBackend):
     def child_env(self, task: Task, source: str) -> dict[str, str]:
         return {"TRITON_INTERPRET": "1"}
 
-    def timing_options(self) -> dict[str, Any] | None:
+    def timing_options(self) -> TimingOptions | None:
         # The interpreter is ~1 ms per program instance: a few reps are plenty
         # for a number nobody should compare.
-        options = super().timing_options() or {}
-        options.update(warmup=1, min_reps=3, max_reps=20, budget_s=min(self.config.timing_budget_s, 0.5))
-        return options
+        options = super().timing_options()
+        return dataclasses.replace(options, warmup=1, min_reps=3, max_reps=20,
+                                   budget_s=min(self.config.timing_budget_s, 0.5))
 
     def status(self) -> BackendStatus:
         ready = importlib.util.find_spec("triton") is not None

@@ -42,8 +42,10 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import ascendnpuir
 b = os.path.join(os.path.dirname(ascendnpuir.__file__), "bin", "bishengir-compile")
-assert os.access(b, os.X_OK), b
-assert int(numpy.__version__.split(".")[0]) < 2, numpy.__version__
+if not os.access(b, os.X_OK):
+    raise SystemExit(f"bishengir-compile is not executable at {b}")
+if int(numpy.__version__.split(".")[0]) >= 2:
+    raise SystemExit(f"numpy {numpy.__version__} is installed; the triton-ascend interpreter needs numpy<2")
 print(torch.__version__, triton.__version__, numpy.__version__)
 """
 

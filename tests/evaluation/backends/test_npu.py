@@ -15,7 +15,7 @@ import pytest
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
 from sage_engine.evaluation.backends.base import get_backend
-from sage_engine.evaluation.backends.device_child import op_statistic_us
+from sage_engine.evaluation.child.device import op_statistic_us
 from sage_engine.evaluation.backends.npu import NpuBackend
 from sage_engine.evaluation.tasks import load_task
 
@@ -85,7 +85,7 @@ def test_double_runs_the_whole_npu_path_and_names_the_device(npu_double):
     assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
     assert result.backend == "npu" and result.hardware == "Ascend910B3 (test double on CPU)"
     assert result.timing_representative and result.speedup and result.speedup > 0
-    assert result.compile_info["timer"].endswith("device_child:npu_timer")
+    assert result.compile_info["timer"].endswith("child.device:npu_timer")
     device_time = result.compile_info["device_time_us"]
     assert device_time["reference"] > 0 and device_time["candidate"] > 0
 

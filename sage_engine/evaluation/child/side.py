@@ -1,23 +1,6 @@
-"""What the two children of one evaluation share.
-
-The worker forks two children per evaluation (`worker.py`):
-
-- the reference process (`reference_side.py`) runs the task's `Model`,
-  computes the expected outputs, receives the candidate's outputs as bytes
-  and compares them. It never loads the candidate, so nothing the candidate
-  patches, caches or starts can change what the reference computes, how
-  fast it runs, or what the comparison says;
-- the candidate process (`candidate_side.py`) loads the candidate, runs
-  `ModelNew` on the same seeded inputs and sends its outputs, materialised
-  as plain tensors, to the reference process.
-
-The reference process makes each trial's inputs and sends them to the
-candidate process as bytes (one `get_inputs()` per trial, not two). Both
-then answer the worker's timing commands, one call batch per command, each
-timing its batch with the clock it took before any candidate code ran; the
-worker bounds every claim with its own clock. Each child applies the limits itself
-(`prepare`), leads its own session and reports events as JSON lines that
-carry the evaluation's token; the exit code is never the result.
+"""What the two children of one evaluation share: their limits and
+environment (`prepare`), their channels, events and failures, and `Side`,
+the task's module, seeded inputs and the timing commands both answer.
 
 Only the standard library, torch and the sibling pure modules are imported
 here, so a backend may run this under another interpreter (its own venv).
@@ -41,11 +24,12 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sage_engine.evaluation import anticheat, correctness, diagnostics, timing, wire
-from sage_engine.evaluation.sandbox import scrub_environ
+from sage_engine.evaluation import diagnostics, timing, wire
+from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.processes import scrub_environ
+from sage_engine.evaluation.protocol import Event, Fail, Progress, Request, event_line
 
 RLIMIT_FSIZE_BYTES = 4 << 30  # no candidate needs to write a 4 GiB file; a runaway one would fill the disk
-DTYPES = wire.DTYPES
 PR_SET_DUMPABLE = 4
 
 
@@ -70,13 +54,13 @@ class Emitter:
     def __init__(self, fd: int, token: str):
         self.fd, self.token, self.pid = fd, token, os.getpid()
 
-    def send(self, event: dict[str, Any]) -> None:
+    def send(self, event: Event) -> None:
         if os.getpid() != self.pid:
             os._exit(0)
-        wire.write_all(self.fd, wire.event_line(event, self.token))
+        wire.write_all(self.fd, event_line(event, self.token))
 
     def progress(self, done: float, total: float | None, message: str) -> None:
-        self.send({"ev": "progress", "progress": done, "total": total, "message": message})
+        self.send(Progress(done, total, message))
 
 
 class Failure(Exception):
@@ -86,8 +70,8 @@ class Failure(Exception):
         super().__init__(message)
         self.status, self.message, self.diags = status, message, diags or []
 
-    def event(self) -> dict[str, Any]:
-        return {"ev": "fail", "status": self.status, "message": self.message, "diagnostics": self.diags}
+    def event(self) -> Fail:
+        return Fail(status=self.status, message=self.message, diagnostics=self.diags)
 
 
 def not_dumpable() -> None:
@@ -101,33 +85,31 @@ def not_dumpable() -> None:
         pass
 
 
-def prepare(request: dict[str, Any], workdir: str) -> None:
+def prepare(request: Request, workdir: str) -> None:
     """Limits, environment and torch settings, before anything of the task runs."""
     # A crash prints the Python stack (with candidate.py lines) to stderr; the
     # worker sends SIGUSR1 before killing a child that ran out of time.
     faulthandler.enable(file=sys.stderr, all_threads=False)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)
-    limits = request.get("limits", {})
-    mb = limits.get("memory_mb")
-    if mb:
+    limits = request.limits
+    if limits.memory_mb:
         # Memory used (private writable mappings), not address space reserved:
         # the CUDA and CANN runtimes reserve terabytes of it, never touched, at start-up.
-        resource.setrlimit(resource.RLIMIT_DATA, (mb << 20, mb << 20))
-    cpu_s = limits.get("cpu_s")
-    if cpu_s:
+        resource.setrlimit(resource.RLIMIT_DATA, (limits.memory_mb << 20, limits.memory_mb << 20))
+    if limits.cpu_s:
         # Soft limit sends SIGXCPU (reported as a timeout), hard limit kills.
-        resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_s), int(cpu_s) + 5))
+        resource.setrlimit(resource.RLIMIT_CPU, (int(limits.cpu_s), int(limits.cpu_s) + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (RLIMIT_FSIZE_BYTES, RLIMIT_FSIZE_BYTES))
     os.chdir(workdir)
     scrub_environ(os.environ)
-    os.environ.update(request.get("env", {}))
+    os.environ.update(request.env)
     os.environ.update(HOME=workdir, TMPDIR=workdir)
     sys.path[:] = [p for p in sys.path if p not in ("", ".", workdir)]
     import torch
 
-    torch.set_num_threads(int(request.get("threads", 1)))
-    for module in request.get("preload", []):
+    torch.set_num_threads(request.threads)
+    for module in request.preload:
         importlib.import_module(module)
 
 
@@ -150,29 +132,37 @@ def versions() -> dict[str, str]:
     return out
 
 
+@dataclass
+class Timed:
+    """The case both sides time: the one whose inputs hold the most bytes."""
+
+    index: int
+    bytes: int
+    module: types.ModuleType
+    model: Any
+    inputs: list[Any]
+
+
 class Side:
     """One side of an evaluation: the reference module per case, seeded
     inputs, device moves, and the timing commands both sides answer."""
 
     role = "side"
 
-    def __init__(self, request: dict[str, Any], emit: Emitter, channels: Channels):
+    def __init__(self, request: Request, emit: Emitter, channels: Channels):
         import torch
 
         self.torch = torch
         self.req = request
         self.emit = emit
         self.ch = channels
-        self.task = request["task"]
-        self.device = torch.device(request.get("device", "cpu"))
-        self.trials = max(1, int(request.get("trials", 3)))
-        self.memory_mb = (request.get("limits") or {}).get("memory_mb")
-        self.seed = int(self.task.get("seed", 1024))
-        timing_options = request.get("timing") or {}
+        self.task = request.task
+        self.device = torch.device(request.device)
+        self.trials = max(1, request.trials)
         # Made now, before any candidate code runs in this process: a candidate
         # that later replaces the clock or the device's event functions does not reach them.
-        self.timer = timing.get_timer(timing_options.get("timer", "perf_counter")) if timing_options else None
-        self.chosen: dict[str, Any] | None = None  # the largest case: what is timed
+        self.timer = timing.get_timer(request.timing.timer) if request.timing else None
+        self.timed: Timed | None = None
         self.last_first: Any = None  # the first output of the last timed batch
         self.call_s = 0.0
         self.slowest = 0.0  # the longest single call: bounds how long a timed call may take
@@ -183,8 +173,7 @@ class Side:
     def load_reference(self, case: dict[str, Any]) -> types.ModuleType:
         name = f"_sage_ref_{secrets.token_hex(6)}"
         module = types.ModuleType(name)
-        filename = self.task.get("reference_path") or "<reference>"
-        code = compile(self.task["reference_source"], filename, "exec")
+        code = compile(self.task.reference_source, self.task.reference_path or "<reference>", "exec")
         sys.modules[name] = module  # dataclasses and pickling look modules up by name
         try:
             exec(code, module.__dict__)
@@ -196,7 +185,7 @@ class Side:
         return module
 
     def case_value(self, value: Any) -> Any:
-        if isinstance(value, str) and value in DTYPES and hasattr(self.torch, value):
+        if isinstance(value, str) and value in wire.DTYPES and hasattr(self.torch, value):
             return getattr(self.torch, value)
         return value
 
@@ -211,7 +200,7 @@ class Side:
     def reference_failure(self, what: str, exc: BaseException) -> Failure:
         text = diagnostics.exception_text(exc)
         if diagnostics.out_of_memory(exc) == "host":
-            text += diagnostics.memory_cap_note(self.memory_mb)
+            text += diagnostics.memory_cap_note(self.req.limits.memory_mb)
         return Failure("runtime_error", f"{what}: {text}", [diagnostics.diagnostic("reference", text)])
 
     def reseed(self, seed: int) -> None:
@@ -263,12 +252,17 @@ class Side:
     def input_bytes(self, values: list[Any]) -> int:
         """Bytes the inputs hold (a sparse tensor's stored parts, not the dense size it describes)."""
         return sum(c.numel() * c.element_size() for v in values if isinstance(v, self.torch.Tensor)
-                   for c in anticheat.components(v))
+                   for c in guards.components(v))
 
     def keep_largest(self, index: int, module: types.ModuleType, model: Any, values: list[Any]) -> None:
         size = self.input_bytes(values)
-        if self.chosen is None or size > self.chosen["bytes"]:
-            self.chosen = {"index": index, "bytes": size, "module": module, "model": model, "inputs": values}
+        if self.timed is None or size > self.timed.bytes:
+            self.timed = Timed(index, size, module, model, values)
+
+    def timed_case(self) -> Timed:
+        if self.timed is None:
+            raise wire.ProtocolError("a timing command before the correctness checks chose a case")
+        return self.timed
 
     # -- timing commands
 
@@ -276,10 +270,10 @@ class Side:
         """Seconds per call of `n` calls on the timed case, by this side's
         timer (the host clock around the calls, or the device's events); the
         worker checks the claim against its own clock."""
-        chosen = self.chosen
-        if chosen is None or self.timer is None:
-            raise wire.ProtocolError("timing before the correctness checks chose a case")
-        model, values = chosen["model"], chosen["inputs"]
+        timed = self.timed_case()
+        if self.timer is None:
+            raise wire.ProtocolError("a timing command in an evaluation that is not timed")
+        model, values = timed.model, timed.inputs
         keep, self.keep_first = self.keep_first, False
 
         def call(i: int) -> None:
@@ -312,12 +306,11 @@ class Side:
         raise wire.ProtocolError(f"unknown command {verb!r}")
 
     def profile(self) -> float | None:
-        from sage_engine.evaluation.backends.device_child import npu_profile_us
+        from sage_engine.evaluation.child.device import npu_profile_us
 
-        chosen = self.chosen
-        assert chosen is not None
+        timed = self.timed_case()
         with self.torch.no_grad():
-            return npu_profile_us(lambda: self.forward(chosen["model"], chosen["inputs"]))
+            return npu_profile_us(lambda: self.forward(timed.model, timed.inputs))
 
     def serve(self) -> None:
         """Answer commands until `quit` (or the worker goes away)."""
@@ -342,51 +335,10 @@ class Side:
             try:
                 reply = self.command(verb, arg)
             except Failure as failure:
-                reply = "err " + _json(failure.event())
+                reply = "err " + wire.json_text(failure.event().to_dict())
             except BaseException as exc:  # noqa: BLE001 - the worker turns it into a result
-                reply = "err " + _json(self.command_error(verb, exc))
+                text = diagnostics.exception_text(exc)
+                reply = "err " + wire.json_text(Fail(
+                    status="runtime_error", message=f"the {self.role} failed while timing: {text}",
+                    diagnostics=[diagnostics.diagnostic("harness", text)]).to_dict())
             wire.write_all(self.ch.rep, (reply + "\n").encode())
-
-    def command_error(self, verb: str, exc: BaseException) -> dict[str, Any]:
-        text = diagnostics.exception_text(exc)
-        return {"ev": "fail", "status": "runtime_error", "message": f"the {self.role} failed while timing: {text}",
-                "diagnostics": [diagnostics.diagnostic("harness", text)]}
-
-
-def _json(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, default=str)
-
-
-def child_main(role: str, request: dict[str, Any], channels: Channels, workdir: str) -> None:
-    """Entry point in a forked child; never returns."""
-    emit = Emitter(channels.evt, request["token"])
-    code = 0
-    try:
-        prepare(request, workdir)
-        if role == "reference":
-            from sage_engine.evaluation.reference_side import ReferenceSide
-
-            ReferenceSide(request, emit, channels).main()
-        elif request.get("runner"):
-            # A backend's own routine with no reference (the Ascend compile step).
-            result = resolve(request["runner"])(request, emit)
-            emit.send({"ev": "result", "result": result})
-        else:
-            from sage_engine.evaluation.candidate_side import CandidateSide
-
-            CandidateSide(request, emit, channels).main()
-    except BaseException as exc:  # each side reports its own failures; this is a harness fault
-        text = diagnostics.exception_text(exc)
-        emit.send({"ev": "fail", "status": "runtime_error",
-                   "message": f"the {role} process failed inside the sandbox: {text}",
-                   "diagnostics": [diagnostics.diagnostic("harness", text)], "harness": True})
-        code = 1
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(code)
-

@@ -1,7 +1,7 @@
-"""Catching candidates that pass by cheating rather than by computing.
-
-Static checks read the candidate's source with `ast` before anything runs;
-dynamic checks run inside the sandbox child during correctness. Together they
+"""Catching candidates that pass by cheating rather than by computing: the
+static checks, which read the candidate's source with `ast` on the host
+before anything runs (the dynamic ones run in the children:
+`child/guards.py`). Together they
 catch the shortcuts KernelBench-style evaluations have seen: calling or
 importing the reference, reading files (the task, cached outputs),
 monkeypatching torch so the reference gets slower or the comparison lies,
@@ -14,8 +14,7 @@ same child process as the checker, and a determined adversary with ctypes can
 subvert anything in-process. The sandbox contains accidents and the common
 cheats; run SAGE as an unprivileged user when candidates are untrusted.
 
-Imports only the standard library (torch lazily): the dynamic checks run in
-the sandbox child, possibly under another interpreter.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Iterable
 
 # Modules a kernel has no business importing: they read files, run programs,
 # or find objects (the reference, its outputs) inside the interpreter.
@@ -315,77 +314,3 @@ def _assign_targets(targets: list[ast.expr]) -> Iterable[ast.expr]:
 
 def _is_getattr(node: ast.Call) -> bool:
     return isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2
-
-
-# ------------------------------------------------------------ dynamic checks
-
-
-def storage_ptr(value: Any) -> int | None:
-    import torch
-
-    if not isinstance(value, torch.Tensor) or value.is_sparse:
-        return None
-    try:
-        ptr = value.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return None
-    return ptr or None
-
-
-def aliased(outputs: list[Any], inputs: list[Any]) -> list[tuple[int, int]]:
-    """(output index, input index) pairs that share storage."""
-    in_ptrs = [storage_ptr(x) for x in inputs]
-    pairs = []
-    for i, out in enumerate(outputs):
-        ptr = storage_ptr(out)
-        if ptr is None:
-            continue
-        for j, p in enumerate(in_ptrs):
-            if p == ptr:
-                pairs.append((i, j))
-    return pairs
-
-
-def mutated(before: list[Any], after: list[Any]) -> list[int]:
-    """Indices of tensor inputs whose values changed during a call."""
-    import torch
-
-    changed = []
-    for i, (b, a) in enumerate(zip(before, after)):
-        if not isinstance(b, torch.Tensor) or not isinstance(a, torch.Tensor):
-            continue
-        if b.shape != a.shape or b.dtype != a.dtype or b.layout != a.layout:
-            changed.append(i)
-            continue
-        if not all(_same_bits(x, y) for x, y in zip(components(b), components(a))):
-            changed.append(i)
-    return changed
-
-
-def components(t: Any) -> list[Any]:
-    """The dense tensors that hold a tensor's values: itself when strided; a
-    sparse tensor's index and value tensors as stored (a sparse COO tensor of
-    ten sparse dimensions may describe more elements than memory holds, so it
-    is never made dense)."""
-    import torch
-
-    if t.layout == torch.sparse_coo:
-        return [t._indices(), t._values()]
-    if t.layout in (torch.sparse_csr, torch.sparse_bsr):
-        return [t.crow_indices(), t.col_indices(), t.values()]
-    if t.layout in (torch.sparse_csc, torch.sparse_bsc):
-        return [t.ccol_indices(), t.row_indices(), t.values()]
-    return [t]
-
-
-def _same_bits(b: Any, a: Any) -> bool:
-    import torch
-
-    if b.shape != a.shape or b.dtype != a.dtype:
-        return False
-    if torch.equal(b, a):
-        return True
-    same = b == a
-    if b.is_floating_point() or b.is_complex():
-        same = same | (torch.isnan(b) & torch.isnan(a))
-    return bool(same.all())

@@ -5,7 +5,7 @@ standard library, torch (and torch_npu on an NPU host) and SAGE's pure
 child-side modules.
 
 - Timers (`npu_timer`, `cuda_timer`, chosen by name through
-  `timing.get_timer("...device_child:npu_timer")`): device events around each
+  `timing.get_timer("...child.device:npu_timer")`): device events around each
   call, with a cache-sized buffer zeroed before every call so no run profits
   from the previous run's cache (192 MB on Ascend as triton-ascend's
   benchmark does, 256 MB on NVIDIA as KernelBench and Triton do).
@@ -27,6 +27,7 @@ import tempfile
 from typing import Any, Callable
 
 from sage_engine.evaluation import diagnostics, timing
+from sage_engine.evaluation.protocol import Request
 
 NPU_FLUSH_MB = 192
 CUDA_FLUSH_MB = 256
@@ -51,7 +52,7 @@ def device_name(device: str) -> str | None:
     return str(mod.get_device_name(0))
 
 
-def probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
+def probe(request: Request, emit: Any) -> dict[str, Any]:
     """Whether an evaluation can start the device: `{"available", "name"}`,
     or `{"available": False, "error"}` with what the runtime said. Runs as
     an evaluation's candidate process (same limits, same sandbox)."""
@@ -59,7 +60,7 @@ def probe(request: dict[str, Any], emit: Any) -> dict[str, Any]:
 
     import torch
 
-    device = str(request["device"])
+    device = request.device
     mod = getattr(torch, device, None)
     if mod is None:
         return {"available": False, "error": f"this torch has no torch.{device} module"}

@@ -1,6 +1,6 @@
 """Child-side runners of the ascend-compile backend.
 
-They run in the sandbox child (`evaluation/child.py`) under the
+They run in the sandbox child (`child/main.py`) under the
 ascend-compile virtualenv's interpreter (torch, triton-ascend, numpy<2), so
 this module imports only the standard library, torch, triton and SAGE's pure
 child-side modules.
@@ -28,7 +28,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
+
 MAX_GRID = 65535
+BISHENGIR_TIMEOUT_S = 120.0  # one kernel's lowering; the evaluation's own deadline bounds the whole step
 CANDIDATE_FILE = "candidate.py"
 SIG_BY_DTYPE = {
     "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
@@ -178,7 +181,7 @@ class InterpretedRun:
     """Around the standard correctness run in the candidate process: records
     every kernel launch, and turns a refused grid into a compile error."""
 
-    def __init__(self, request: dict[str, Any]):
+    def __init__(self, request: Request):
         install_fast_reductions()
         self.recorder = LaunchRecorder(str(Path(os.getcwd(), CANDIDATE_FILE)))
         self.recorder.install()
@@ -186,16 +189,16 @@ class InterpretedRun:
     def extras(self) -> dict[str, Any]:
         return {"launches": list(self.recorder.launches.values())}
 
-    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
-        report.update(self.extras())
+    def finish(self, event: Event) -> Event:
+        """The candidate process's last event, with the launches recorded (a refused grid: a compile error)."""
         err = self.recorder.grid_error
         if err is not None:
-            report.update(
-                ev="fail", status="compile_error", message=str(err),
-                diagnostics=[{"category": "grid_too_large", "message": str(err), "line": err.line,
-                              "kernel": err.kernel, "severity": "error", "column": None}],
-            )
-        return report
+            return Fail(status="compile_error", message=str(err), fields=self.extras(), diagnostics=[
+                {"category": "grid_too_large", "message": str(err), "line": err.line, "kernel": err.kernel,
+                 "severity": "error", "column": None}])
+        if isinstance(event, (Fail, CandidateDone)):
+            event.fields.update(self.extras())
+        return event
 
 
 # ----------------------------------------------------------------------- compile
@@ -218,7 +221,7 @@ def _find_kernel(module: Any, qualname: str) -> Any:
     return obj
 
 
-def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any], index: int) -> dict[str, Any]:
+def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], index: int) -> dict[str, Any]:
     """Lower one launch for the Ascend target; return the raw compiler record."""
     import triton
     from triton.backends.compiler import GPUTarget
@@ -238,7 +241,7 @@ def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any],
     os.environ["TRITON_CACHE_DIR"] = cache
     src = ASTSource(fn, dict(launch["signature"]), dict(launch["constants"]))
     try:
-        triton.compile(src, target=GPUTarget("npu", request["chip"], 0))
+        triton.compile(src, target=GPUTarget("npu", args["chip"], 0))
     except CompilationError as exc:
         # Python -> TTIR errors: node.lineno counts from the kernel's `def`.
         node = getattr(exc, "node", None)
@@ -258,11 +261,11 @@ def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any],
     if not found:
         out.update(stage="linalg", output="triton.compile wrote no .ttadapter module")
         return out
-    cmd = [request["bishengir"], found[0], f"--target={request['chip']}", *request["bishengir_flags"],
+    cmd = [args["bishengir"], found[0], f"--target={args['chip']}", *args["bishengir_flags"],
            "-o", os.path.join(workdir, f"kernel-{index}")]
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=float(request.get("bishengir_timeout_s", 120)))
+                              timeout=BISHENGIR_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         out.update(stage="bishengir", returncode=-1, output="bishengir-compile did not finish in time")
         return out
@@ -270,17 +273,18 @@ def compile_launch(module: Any, launch: dict[str, Any], request: dict[str, Any],
     return out
 
 
-def run_compile(request: dict[str, Any], emit: Any) -> dict[str, Any]:
-    """Lower every recorded launch; one record per launch."""
+def run_compile(request: Request, emit: Any) -> dict[str, Any]:
+    """Lower every recorded launch (`runner_args`: launches, chip, bishengir, bishengir_flags); one record per launch."""
+    args = request.runner_args
     path = str(Path(os.getcwd(), CANDIDATE_FILE))
-    Path(path).write_text(request["candidate_source"], encoding="utf-8")
+    Path(path).write_text(request.candidate_source, encoding="utf-8")
     module = _load_candidate(path)
-    launches = request["launches"]
+    launches = args["launches"]
     kernels = []
     for i, launch in enumerate(launches):
-        emit.progress(i, len(launches), f"lowering {launch['kernel']} for {request['chip']}")
+        emit.progress(i, len(launches), f"lowering {launch['kernel']} for {args['chip']}")
         try:
-            kernels.append(compile_launch(module, launch, request, i))
+            kernels.append(compile_launch(module, launch, args, i))
         except Exception as exc:  # noqa: BLE001 - reported as category "other"
             kernels.append({"kernel": launch["kernel"], "def_line": launch.get("def_line"), "stage": "internal",
                             "returncode": None, "line": None,

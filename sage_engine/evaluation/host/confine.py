@@ -142,7 +142,7 @@ class Layout:
     chdir: str = "/"
 
 
-def _resolved(paths: Iterable[str | Path]) -> list[str]:
+def resolved(paths: Iterable[str | Path]) -> list[str]:
     out = []
     for p in paths:
         if not p:
@@ -193,8 +193,8 @@ def hidden_for(db_path: Path, home: Path, config_dir: Path, extra: Iterable[str]
     files.append(db.with_name(db.stem + ".mcp-token"))
     for p in (*SYSTEM_HIDDEN, *extra):
         (dirs if Path(p).is_dir() else files).append(p)
-    dirs_r = [d for d in _resolved(dirs) if Path(d).is_dir() and d != "/"]
-    files_r = [f for f in _resolved(files) if Path(f).exists()]
+    dirs_r = [d for d in resolved(dirs) if Path(d).is_dir() and d != "/"]
+    files_r = [f for f in resolved(files) if Path(f).exists()]
     return dirs_r, files_r
 
 

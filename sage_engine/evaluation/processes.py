@@ -1,9 +1,12 @@
-"""Containing evaluation processes: environment, process limits, the
-process watch, and what a supervisor reports (`Outcome`).
+"""Containing evaluation processes: the environment they get, the process
+table, the process watch that counts and kills what a child started, the
+output tail, and the subreaper.
 
-Used by the worker (which forks an evaluation's children and supervises
-them) and the harness (which supervises the worker). Standard library only,
-Linux-first. Namespaces (filesystem, network, PIDs) come from `confine.py`.
+Shared by every process of an evaluation: the host (which supervises the
+worker), the worker (which forks and supervises the children) and the
+children (which scrub their environment). Standard library only,
+Linux-first. Namespaces (filesystem, network, PIDs) come from
+`host/confine.py`, `pids` cgroups from `cgroups.py`.
 
 Limits and why each mechanism:
 - wall clock: the supervisor's deadline, then SIGKILL to everything the
@@ -18,40 +21,26 @@ Limits and why each mechanism:
   machine lets us create one (a hard kernel limit, and its member list finds
   processes that left the session), and always (2) a process watch: the
   child leads its own session; the supervisor counts the session's tasks
-  (and their descendants) and kills all of them past `MAX_TASKS`. The count
+  (and their descendants) and kills all of them past the limit. The count
   is gated by the machine-wide task total in /proc/loadavg so the poll costs
   one small read, not a /proc scan;
 - output: stdout and stderr go to a pipe the supervisor drains, keeping a
   bounded tail.
-Confined, the harness puts the whole sandbox in one pids cgroup (the
-sandbox sees /sys read-only); the worker then reads its counters only.
 """
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
-import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, MutableMapping
+from dataclasses import dataclass
+from typing import MutableMapping
+
+from sage_engine.evaluation.cgroups import PidsCgroup
+from sage_engine.evaluation.protocol import MAX_TASKS
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SECRET_PREFIXES = ("ANTHROPIC_", "OPENAI_", "AWS_", "PG", "DATABASE_URL")
-# Processes plus threads of one evaluation. torch keeps a few threads per
-# process and a C++ build runs ninja, a shell, g++, cc1plus and as; 128 leaves
-# room for both. A fork bomb of torch-sized processes needs a few seconds of
-# forking to get there on two cores, so a lower cap would not stop it much sooner.
-MAX_TASKS = 128
 OUTPUT_TAIL_BYTES = 64 * 1024
-# The file torch's extension builder (FileBaton) holds while it builds. A
-# build killed by a timeout or a cancel leaves it, and every later build of
-# that candidate would wait on it forever: it is never cached nor staged.
-BUILD_LOCKS = frozenset({"lock"})
-_cgroup_counter = itertools.count()
-_PENDING_REMOVAL: set[Path] = set()
-_swept = False
 
 
 def is_secret(name: str) -> bool:
@@ -161,147 +150,6 @@ def _machine_tasks() -> int | None:
         return None
 
 
-class PidsCgroup:
-    """A `pids` cgroup for one evaluation, where the machine allows creating
-    one (root with cgroup v1, or a delegated cgroup v2 subtree)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    @classmethod
-    def create(cls, max_tasks: int) -> "PidsCgroup | None":
-        cls.sweep()
-        base = _pids_cgroup_base()
-        if base is None:
-            return None
-        _sweep_dead_owners(base)
-        return cls.create_at(base, f"sage-eval-{os.getpid()}-{next(_cgroup_counter)}", max_tasks)
-
-    @classmethod
-    def existing(cls, path: str) -> "PidsCgroup | None":
-        """A cgroup made by someone else (the harness, for a whole sandbox)."""
-        p = Path(path)
-        return cls(p) if (p / "pids.max").exists() else None
-
-    @classmethod
-    def create_at(cls, base: Path, name: str, max_tasks: int) -> "PidsCgroup | None":
-        path = base / name
-        try:
-            path.mkdir()
-            (path / "pids.max").write_text(str(max_tasks))
-        except OSError:
-            try:
-                path.rmdir()
-            except OSError:
-                pass
-            return None
-        return cls(path)
-
-    def events_max(self) -> int:
-        """How often a fork failed at pids.max, since the cgroup was made."""
-        try:
-            for line in (self.path / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
-
-    def limit_hit(self) -> bool:
-        return self.events_max() > 0
-
-    def members(self) -> list[int]:
-        try:
-            return [int(p) for p in (self.path / "cgroup.procs").read_text().split()]
-        except (OSError, ValueError):
-            return []
-
-    def kill(self) -> None:
-        kill_file = self.path / "cgroup.kill"  # cgroup v2: one write kills all
-        if kill_file.exists():
-            try:
-                kill_file.write_text("1")
-            except OSError:
-                pass
-        for _ in range(2):
-            for pid in self.members():
-                _kill(pid)
-
-    def remove(self) -> bool:
-        """rmdir once its members are gone; a cgroup still emptying is
-        retried by the next `create` (or `sweep`)."""
-        try:
-            self.path.rmdir()
-        except FileNotFoundError:
-            pass
-        except OSError:
-            self.kill()
-            _PENDING_REMOVAL.add(self.path)
-            return False
-        _PENDING_REMOVAL.discard(self.path)
-        return True
-
-    @staticmethod
-    def sweep(wait_s: float = 0.0) -> None:
-        """Remove cgroups whose members were still exiting; with `wait_s`,
-        keep trying that long (a supervisor about to exit)."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            for path in list(_PENDING_REMOVAL):
-                PidsCgroup(path).remove()
-            if not _PENDING_REMOVAL or time.monotonic() >= deadline:
-                return
-            time.sleep(0.05)
-
-
-def _sweep_dead_owners(base: Path) -> None:
-    """Remove empty evaluation and sandbox cgroups left by processes that died."""
-    global _swept
-    if _swept:
-        return
-    _swept = True
-    for path in [*base.glob("sage-eval-*"), *base.glob("sage-worker-*")]:
-        owner = path.name.split("-")[2]
-        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-            try:
-                path.rmdir()
-            except OSError:
-                continue
-
-
-def _pids_cgroup_base() -> Path | None:
-    try:
-        mounts = Path("/proc/self/mounts").read_text().splitlines()
-        own = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    v1 = v2 = None
-    for line in mounts:
-        parts = line.split()
-        if len(parts) < 4:
-            continue
-        if parts[2] == "cgroup" and "pids" in parts[3].split(","):
-            v1 = Path(parts[1])
-        elif parts[2] == "cgroup2":
-            v2 = Path(parts[1])
-    for line in own:
-        hid, controllers, path = line.split(":", 2)
-        rel = path.lstrip("/")
-        if v1 is not None and "pids" in controllers.split(","):
-            base = v1 / rel
-            if os.access(base, os.W_OK):
-                return base
-        if v2 is not None and hid == "0" and controllers == "":
-            base = v2 / rel
-            try:
-                if "pids" in (base / "cgroup.subtree_control").read_text().split() and os.access(base, os.W_OK):
-                    return base
-            except OSError:
-                continue
-    return None
-
-
 def _kill(pid: int) -> None:
     _signal(pid, signal.SIGKILL)
 
@@ -373,31 +221,6 @@ class ProcessWatch:
             for info in self.members():
                 if info.pid != os.getpid():
                     _kill(info.pid)
-
-
-# ----------------------------------------------------------------- supervision
-
-
-@dataclass
-class Outcome:
-    """What a supervisor saw of one child. `result` is the runner's final
-    report; without it, `killed` or the exit status says what happened."""
-
-    result: dict[str, Any] | None = None
-    exit_code: int | None = None  # negative: killed by that signal
-    killed: str | None = None  # "timeout", "processes", "worker", "cancelled"
-    output_tail: str = ""
-    output_bytes: int = 0
-    wall_s: float = 0.0
-    events: list[dict[str, Any]] = field(default_factory=list)  # case events, kept for partial results
-    forged_lines: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
-        return cls(**data)
 
 
 def reap_orphans() -> None:

@@ -23,63 +23,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
-from sage_engine.evaluation.child import Channels, Emitter, Failure, Side, resolve, versions
-
-
-def torch_snapshot(torch: Any, device: str = "cpu") -> dict[str, dict[str, int]]:
-    """Identities of torch's functions and of Tensor/Module methods, taken
-    before the candidate loads (from `__dict__`s: no lazy import is triggered).
-    On a device, also the device module's functions and its Event class (the
-    device timer's parts), callables only: the module keeps state flags too."""
-    spaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.linalg": torch.linalg,
-              "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module}
-    snapshot = {name: {k: id(v) for k, v in vars(ns).items()} for name, ns in spaces.items()}
-    mod = getattr(torch, device, None) if device != "cpu" else None
-    if mod is not None:
-        snapshot[f"torch.{device}"] = {k: id(v) for k, v in vars(mod).items() if callable(v)}
-        if isinstance(getattr(mod, "Event", None), type):
-            snapshot[f"torch.{device}.Event"] = {k: id(v) for k, v in vars(mod.Event).items()}
-    return snapshot
-
-
-def patched(torch: Any, before: dict[str, dict[str, int]], device: str = "cpu") -> list[str]:
-    """Names whose object changed since `before`. In classes a new entry
-    counts too: it shadows the C implementation (`torch.Tensor.add = f`)."""
-    now = torch_snapshot(torch, device)
-    out = []
-    for space, old in before.items():
-        is_class = space in ("torch.Tensor", "torch.nn.Module") or space.endswith(".Event")
-        for key, ident in now.get(space, {}).items():
-            if key in old and old[key] != ident or key not in old and is_class:
-                out.append(f"{space}.{key}")
-    return sorted(out)
+from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
+from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
 
 
 class CandidateSide(Side):
     role = "candidate"
 
-    def __init__(self, request: dict[str, Any], emit: Emitter, channels: Channels):
+    def __init__(self, request: Request, emit: Emitter, channels: Channels):
         super().__init__(request, emit, channels)
         self.cand_path = str(Path(os.getcwd(), diagnostics.CANDIDATE_FILE))
         self.phases: dict[str, float] = {}
         self.snapshot: dict[str, dict[str, int]] = {}
-        hook = request.get("candidate_hook")
-        self.hook = resolve(hook)(request) if hook else None
+        # A backend's code around the candidate's run: `extras()` after each trial, `finish(event)` at the end.
+        self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
 
     # -- stages
 
     def main(self) -> None:
-        n_cases = len(self.task["cases"])
-        total = 2 + n_cases + (1 if self.req.get("timing") else 0)
+        n_cases = len(self.task.cases)
+        total = 2 + n_cases + (1 if self.req.timing else 0)
         threads_before = thread_count()
-        self.snapshot = torch_snapshot(self.torch, self.device.type)
+        self.snapshot = guards.torch_snapshot(self.torch, self.device.type)
         try:
             self.emit.progress(1, total, "loading candidate")
             model_new = self.load_candidate()
             self.check_patches("loading the candidate")
             start = time.perf_counter()
-            for index, case in enumerate(self.task["cases"]):
+            for index, case in enumerate(self.task.cases):
                 self.emit.progress(2 + index, total, f"checking case {index + 1}/{n_cases}")
                 self.run_case(index, case, model_new)
             self.phases["candidate_correctness"] = time.perf_counter() - start
@@ -87,17 +60,17 @@ class CandidateSide(Side):
         except Failure as failure:
             self.emit.send(self.finish(failure.event()))
             return
-        report = self.finish({"ev": "done", "threads": [threads_before, thread_count()],
-                              "phases": self.phases, "versions": versions(), "slowest_call": self.slowest})
+        report = self.finish(CandidateDone(threads=[threads_before, thread_count()], phases=self.phases,
+                                           versions=versions(), slowest_call=self.slowest))
         self.emit.send(report)
-        if report.get("ev") == "done":
+        if isinstance(report, CandidateDone):
             self.serve()
 
-    def finish(self, report: dict[str, Any]) -> dict[str, Any]:
-        return self.hook.finish(report) if self.hook is not None else report
+    def finish(self, event: Event) -> Event:
+        return self.hook.finish(event) if self.hook is not None else event
 
     def load_candidate(self) -> type:
-        source = self.req["candidate_source"]
+        source = self.req.candidate_source
         Path(self.cand_path).write_text(source, encoding="utf-8")
         start = time.perf_counter()
         spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
@@ -135,13 +108,13 @@ class CandidateSide(Side):
         diag = diagnostics.from_exception(exc, "memory" if oom else "runtime", self.cand_path)
         message = f"{what} raised {diagnostics.exception_text(exc)}"
         if oom == "host":
-            note = diagnostics.memory_cap_note(self.memory_mb)
+            note = diagnostics.memory_cap_note(self.req.limits.memory_mb)
             message += note
             diag["message"] = (diag["message"] + note)[:diagnostics.MAX_MESSAGE]
         return Failure("runtime_error", message, [diag])
 
     def check_patches(self, when: str) -> None:
-        names = patched(self.torch, self.snapshot, self.device.type)
+        names = guards.patched(self.torch, self.snapshot, self.device.type)
         if names:
             shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
@@ -151,9 +124,9 @@ class CandidateSide(Side):
         torch = self.torch
         module = self.load_reference(case)
         # Seeded: the two processes have drawn different numbers before (inputs, earlier cases).
-        self.reseed(self.seed)
+        self.reseed(self.task.seed)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
-        self.reseed(self.seed)
+        self.reseed(self.task.seed)
         try:
             with torch.no_grad():
                 model = model_new(*init)
@@ -161,13 +134,13 @@ class CandidateSide(Side):
                 model = model.to(self.device)
         except BaseException as exc:
             raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
-        values: list[Any] | None = None
+        values: list[Any] = []
         for trial in range(self.trials):
             # Later trials bring new values in the same tensors (read straight
             # into them on the host): a candidate that memoises on tensor
             # identity then returns stale outputs.
-            fresh = self.receive_inputs(module, case=index, trial=trial, into=values)
-            if values is None or not _same_layout(values, fresh, torch):
+            fresh = self.receive_inputs(module, case=index, trial=trial, into=values or None)
+            if not values or not _same_layout(values, fresh, torch):
                 values = fresh
             else:
                 with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
@@ -180,8 +153,7 @@ class CandidateSide(Side):
                 raise self.candidate_failure(exc, "ModelNew.forward")
             self.send(index, trial, correctness.as_output_list(raw), values, pristine)
             if self.hook is not None:
-                self.emit.send({"ev": "extras", **self.hook.extras()})
-        assert values is not None
+                self.emit.send(Extras(fields=self.hook.extras()))
         # Once a case, not a trial: the reference process, which never loads the
         # candidate, is what patches cannot reach; this is early, friendly feedback.
         self.check_patches("ModelNew.forward")
@@ -213,8 +185,8 @@ class CandidateSide(Side):
             if tensor is not None:
                 tensors.append(tensor)
         if values is not None and pristine is not None:
-            header["aliased"] = [list(p) for p in anticheat.aliased(outputs, values)]
-            for j in anticheat.mutated(pristine, values):
+            header["aliased"] = [list(p) for p in guards.aliased(outputs, values)]
+            for j in guards.mutated(pristine, values):
                 entry, tensor = wire.describe(values[j], torch)
                 # Said even when its values cannot travel (a sparse input): the reference judges the change.
                 header["mutated"].append({"index": j, **entry})
@@ -256,21 +228,18 @@ class CandidateSide(Side):
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
             # New values in the same tensors: what the candidate has never seen.
-            chosen = self.chosen
-            assert chosen is not None
-            fresh = self.receive_inputs(chosen["module"], into=chosen["inputs"], case=chosen["index"], trial="fresh")
-            if _same_layout(chosen["inputs"], fresh, self.torch):
+            timed = self.timed_case()
+            fresh = self.receive_inputs(timed.module, into=timed.inputs, case=timed.index, trial="fresh")
+            if _same_layout(timed.inputs, fresh, self.torch):
                 with self.torch.no_grad():
-                    chosen["inputs"] = self.refreshed(chosen["inputs"], fresh)
+                    timed.inputs = self.refreshed(timed.inputs, fresh)
             else:
-                chosen["inputs"] = list(fresh)
+                timed.inputs = list(fresh)
             self.keep_first = True
             return "ok"
         if verb == "check":
             self.check_patches("timing ModelNew.forward")
-            chosen = self.chosen
-            assert chosen is not None
-            self.send(chosen["index"], "timing", correctness.as_output_list(self.last_first), None, None)
+            self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
             return "ok"
         if verb in ("warm", "rep"):
             try:

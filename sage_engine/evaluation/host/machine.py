@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata as md
-import os
 import platform
 from functools import lru_cache
 from pathlib import Path

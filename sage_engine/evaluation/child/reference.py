@@ -14,8 +14,10 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from sage_engine.evaluation import anticheat, correctness, diagnostics, wire
-from sage_engine.evaluation.child import Failure, Side
+from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child.side import Failure, Side
+from sage_engine.evaluation.protocol import CaseEvent, CaseRow, Lost, ReferenceDone, Request, Verdict
 
 
 def _cheat(message: str, detail: str) -> Failure:
@@ -25,24 +27,24 @@ def _cheat(message: str, detail: str) -> Failure:
 class ReferenceSide(Side):
     role = "reference"
 
-    def __init__(self, request, emit, channels):
+    def __init__(self, request: Request, emit, channels):
         super().__init__(request, emit, channels)
-        self.mode = request.get("tolerance_mode", "kernelbench")
-        self.override = self.task.get("tolerance") or {}
+        self.mode = request.tolerance_mode
+        self.override = self.task.tolerance
         self.sizes: list[int] = []
         self.fresh_out: list[Any] | None = None
 
     def main(self) -> None:
         start = time.perf_counter()
         try:
-            for index, case in enumerate(self.task["cases"]):
+            for index, case in enumerate(self.task.cases):
                 if not self.run_case(index, case):
                     return
         except Failure as failure:
             self.emit.send(failure.event())
             return
         except wire.ChannelClosed as exc:
-            self.emit.send({"ev": "lost", "message": str(exc)})
+            self.emit.send(Lost(message=str(exc)))
             return
         except wire.ProtocolError as exc:
             # Only code in the candidate process can garble what it sends.
@@ -50,14 +52,13 @@ class ReferenceSide(Side):
                                    "candidate process wrote to the harness's channels",
                                    [diagnostics.diagnostic("cheat", f"garbled output frames: {exc}")]).event())
             return
-        from sage_engine.evaluation.backends.device_child import device_name
+        from sage_engine.evaluation.child.device import device_name
 
-        chosen = self.chosen or {"index": 0}
-        self.emit.send({"ev": "done", "chosen": chosen["index"], "sizes": self.sizes,
-                        "device_name": device_name(self.device.type) if self.device.type != "cpu" else None,
-                        "slowest_call": self.slowest,
-                        "phases": {"reference_correctness": time.perf_counter() - start,
-                                   "reference_calls": self.call_s}})
+        self.emit.send(ReferenceDone(
+            chosen=self.timed.index if self.timed else 0, sizes=self.sizes,
+            device_name=device_name(self.device.type) if self.device.type != "cpu" else None,
+            slowest_call=self.slowest,
+            phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s}))
         self.serve()
 
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
@@ -71,23 +72,23 @@ class ReferenceSide(Side):
         torch = self.torch
         module = self.load_reference(case)
         # Seeded: the two processes have drawn different numbers before (inputs, earlier cases).
-        self.reseed(self.seed)
+        self.reseed(self.task.seed)
         init = self.task_call("get_init_inputs()", module.get_init_inputs)
-        self.reseed(self.seed)
+        self.reseed(self.task.seed)
         model = self.task_call("constructor", module.Model, *init)
         if isinstance(model, torch.nn.Module):
             model = model.to(self.device)
         prev: tuple[list[Any], list[Any]] | None = None
         values: list[Any] = []
-        host = self.host_inputs(module, self.seed)
-        self.send_host(host, self.seed, case=index, trial=0)
+        host = self.host_inputs(module, self.task.seed)
+        self.send_host(host, self.task.seed, case=index, trial=0)
         for trial in range(self.trials):
             values = self.on_device(host)
             pristine = self.clone(values)
             ref_out = self.reference_forward(model, values)
             # Pipelined: the next trial's inputs are made while the candidate
             # process computes this one, and sent before this one is compared.
-            seed = self.seed + trial + 1
+            seed = self.task.seed + trial + 1
             host = self.host_inputs(module, seed) if trial + 1 < self.trials else []
             header = wire.read_header(self.ch.data)
             if header.get("case") != index or header.get("trial") != trial:
@@ -98,10 +99,10 @@ class ReferenceSide(Side):
             result, cand_out = self.judge(header, ref_out, values, pristine, then=send_next)
             if not result.ok and prev is not None and cand_out is not None:
                 self.check_cached(prev, ref_out, cand_out)
-            row = {"case": case, "trial": trial, **result.as_dict()}
-            self.emit.send({"ev": "case", "case_result": row})
+            self.emit.send(CaseEvent(case_result=CaseRow(case, trial, result.ok, result.max_abs_error,
+                                                         result.max_rel_error, result.message)))
             if not result.ok:
-                self.emit.send({"ev": "verdict", "status": "incorrect", "message": result.message})
+                self.emit.send(Verdict(status="incorrect", message=result.message))
                 return False
             prev = (ref_out, cand_out or [])
         self.sizes.append(self.input_bytes(values))
@@ -126,11 +127,10 @@ class ReferenceSide(Side):
         headers match what the reference produced; `then` runs once the frame
         is read, before the comparison. (Comparison, the candidate's values)
         or raises Failure for a cheat."""
-        torch = self.torch
         entries = header.get("outputs")
         if not isinstance(entries, list):
             raise wire.ProtocolError("a frame without outputs")
-        ref_mut = anticheat.mutated(pristine, ref_in) if ref_in is not None and pristine is not None else []
+        ref_mut = guards.mutated(pristine, ref_in) if ref_in is not None and pristine is not None else []
         if ref_in is not None:
             self.check_inputs(header, ref_out, ref_in, ref_mut)
         if len(entries) != len(ref_out):
@@ -162,7 +162,7 @@ class ReferenceSide(Side):
         return result, cand
 
     def check_inputs(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int]) -> None:
-        ref_alias = set(anticheat.aliased(ref_out, ref_in))
+        ref_alias = set(guards.aliased(ref_out, ref_in))
         for pair in header.get("aliased", []):
             i, j = int(pair[0]), int(pair[1])
             if (i, j) not in ref_alias:
@@ -214,28 +214,23 @@ class ReferenceSide(Side):
 
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
-            chosen = self.chosen
-            assert chosen is not None
-            host = self.host_inputs(chosen["module"], int(arg))
-            self.send_host(host, int(arg), case=chosen["index"], trial="fresh")
-            self.fresh_out = self.reference_forward(chosen["model"], self.on_device(host))
+            timed = self.timed_case()
+            host = self.host_inputs(timed.module, int(arg))
+            self.send_host(host, int(arg), case=timed.index, trial="fresh")
+            self.fresh_out = self.reference_forward(timed.model, self.on_device(host))
             return "ok"
         if verb == "check":
-            assert self.fresh_out is not None
+            if self.fresh_out is None:
+                raise wire.ProtocolError("`check` before `fresh`")
             try:
                 header = wire.read_header(self.ch.data)
                 result, _ = self.judge(header, self.fresh_out, None, None)
             except Failure as failure:
-                return "bad " + _dumps({"status": failure.status, "message": failure.message})
+                return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
             except wire.ProtocolError as exc:
-                return "bad " + _dumps({"status": "rejected", "message": f"garbled output frame ({exc})"})
+                return "bad " + wire.json_text({"status": "rejected", "message": f"garbled output frame ({exc})"})
             if result.ok:
                 return "ok"
-            return "bad " + _dumps({"status": "rejected", "message": result.message})
+            return "bad " + wire.json_text({"status": "rejected", "message": result.message})
         return super().command(verb, arg)
 
-
-def _dumps(obj: Any) -> str:
-    import json
-
-    return json.dumps(obj, default=str)

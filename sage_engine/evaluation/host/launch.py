@@ -1,0 +1,130 @@
+"""How a worker is started and what its sandbox hides and lets through.
+
+`Launch` is per backend (interpreter, environment, preloads, device nodes);
+`Sandboxing` is per harness (hidden folders and files, what every sandbox
+may read, the private /tmp size); `sandboxing_for` builds it from a Config.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from platformdirs import user_config_dir
+
+from sage_engine.config import Config
+from sage_engine.evaluation.host import confine
+from sage_engine.evaluation.host.leftovers import owner_prefix
+from sage_engine.evaluation.processes import child_environment
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the sage_engine package
+# The cache subfolders a sandbox may read: backend virtualenvs and the
+# per-candidate build folders (each backend's `build_namespace`). Not the
+# cache dir whole: a memory database may sit in it.
+CACHE_READABLE: tuple[str, ...] = ("backends", "torch_extensions", "triton", "cuda_extensions", "npu_extensions")
+
+
+_import_root: str | None = None
+_import_lock = threading.Lock()
+
+
+def import_root() -> str:
+    """A directory holding only a link to the `sage_engine` package, for the
+    workers' PYTHONPATH. Adding the package's parent instead would, in an
+    installed SAGE, put all of this environment's site-packages (its triton,
+    its numpy) in front of a backend's own virtualenv."""
+    global _import_root
+    with _import_lock:
+        if _import_root is None or not Path(_import_root, "sage_engine").exists():
+            root = tempfile.mkdtemp(prefix=owner_prefix("import"))
+            os.symlink(PACKAGE_DIR, Path(root, "sage_engine"))
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            _import_root = root
+        return _import_root
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start workers for a backend: which interpreter, with what
+    environment, which modules a warm worker imports up front, and which
+    device nodes and extra read-only folders its sandbox needs."""
+
+    python: str = sys.executable
+    env: tuple[tuple[str, str], ...] = ()
+    preload: tuple[str, ...] = ()
+    warm: bool = True
+    devices: tuple[str, ...] = ()  # exact paths (required) or glob patterns
+    # A task's import roots (its benchmark's helper package): bound read-only,
+    # so tasks with their own helpers get workers of their own.
+    readable: tuple[str, ...] = ()
+
+    def environment(self, threads: int) -> dict[str, str]:
+        pythonpath = os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH", "")) if p)
+        extra = {
+            "PYTHONPATH": pythonpath,
+            "OMP_NUM_THREADS": str(threads),  # read once when the OpenMP runtime starts
+            "MKL_NUM_THREADS": str(threads),
+            "OPENBLAS_NUM_THREADS": str(threads),
+            # Idle OpenMP threads sleep instead of spinning: a spinning pool
+            # would look like work left running between timed calls.
+            "OMP_WAIT_POLICY": "PASSIVE",
+            # A fixed malloc policy: with glibc's adaptive one, the reference and
+            # candidate processes end up with different thresholds, and one of
+            # them takes page faults on every large output (measured: 30-60%
+            # slower relu on identical code).
+            "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
+            "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **dict(self.env),
+        }
+        return child_environment(os.environ, extra)
+
+
+@dataclass(frozen=True)
+class Sandboxing:
+    """Everything a worker's sandbox is built from, fixed per harness."""
+
+    confinement: confine.Confinement
+    hidden_dirs: tuple[str, ...] = ()
+    hidden_files: tuple[str, ...] = ()
+    readable: tuple[str, ...] = ()  # needed by every worker (the cache dir, SAGE's package)
+    tmp_mb: int = 1024
+    timing_lock: str = ""
+    pause_max_s: float = 10.0  # Config.timing_pause_max_s
+
+    def layout(self, launch: Launch, scratch: str) -> confine.Layout:
+        # Only what exists here: bubblewrap refuses to bind a missing path (a
+        # task's import roots named on another machine, a folder since deleted).
+        readable = [p for p in confine.resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
+                                                  import_root(), *launch.readable]) if os.path.exists(p)]
+        return confine.Layout(
+            hidden_dirs=self.hidden_dirs, hidden_files=self.hidden_files, readable=tuple(readable),
+            writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),
+            devices=confine.device_nodes(launch.devices), tmp_mb=self.tmp_mb, chdir=scratch,
+        )
+
+
+def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxing:
+    """What every sandbox of this config hides and lets through."""
+    extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()] + confine.socket_dirs(config.db_url)
+    dirs, files = confine.hidden_for(config.db_path, config.home_dir, user_config_dir("sage", appauthor=False), extra)
+    readable = []
+    for sub in CACHE_READABLE:
+        # Made now, so builds published later are visible to sandboxes already running.
+        (config.cache_dir / sub).mkdir(parents=True, exist_ok=True)
+        readable.append(config.cache_dir / sub)
+    return Sandboxing(confinement, hidden_dirs=tuple(dirs), hidden_files=tuple(files),
+                      readable=tuple(confine.resolved(readable)), tmp_mb=config.sandbox_tmp_mb,
+                      timing_lock=config.timing_lock, pause_max_s=config.timing_pause_max_s)
+
+
+def confinement_for(config: Config) -> confine.Confinement:
+    """How this host confines evaluations under `config` (probed once per process)."""
+    return confine.probe(config.sandbox_confinement, config.sandbox_bwrap)

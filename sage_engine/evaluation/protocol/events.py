@@ -1,0 +1,195 @@
+"""Events: JSON lines from a child to the worker (carrying the evaluation's
+token) and from the worker to the host."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sage_engine.evaluation.protocol.reports import CaseRow, Outcome
+from sage_engine.evaluation.protocol.request import build, plain
+from sage_engine.evaluation.wire import ProtocolError
+
+
+@dataclass
+class Event:
+    """A JSON line between processes; `kind` is its `ev` field."""
+
+    kind: ClassVar[str] = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ev": self.kind, **{k: plain(v) for k, v in vars(self).items()}}
+
+
+@dataclass
+class Progress(Event):
+    kind: ClassVar[str] = "progress"
+    progress: float = 0.0
+    total: float | None = None
+    message: str = ""
+
+
+@dataclass
+class CaseEvent(Event):
+    kind: ClassVar[str] = "case"
+    case_result: CaseRow = field(default_factory=lambda: CaseRow({}, 0, False))
+
+
+@dataclass
+class Verdict(Event):
+    """The reference process's verdict on a trial that did not match (the last case row says where)."""
+
+    kind: ClassVar[str] = "verdict"
+    status: str = "incorrect"
+    message: str = ""
+
+
+@dataclass
+class Fail(Event):
+    """A child ends the evaluation with a status. `fields` carries what a
+    backend's hook adds (the Ascend gate's launches); `harness` marks a fault
+    of SAGE's own code rather than of the task or candidate."""
+
+    kind: ClassVar[str] = "fail"
+    status: str = "runtime_error"
+    message: str = ""
+    diagnostics: list[dict] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    harness: bool = False
+
+
+@dataclass
+class Lost(Event):
+    """The reference process lost the candidate's channel (it exited or failed; its own event says why)."""
+
+    kind: ClassVar[str] = "lost"
+    message: str = ""
+
+
+@dataclass
+class Extras(Event):
+    """What a backend's hook gathered so far in the candidate process (kernel launches)."""
+
+    kind: ClassVar[str] = "extras"
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ReferenceDone(Event):
+    """The reference process passed every trial and now answers timing commands."""
+
+    kind: ClassVar[str] = "reference-done"
+    chosen: int = 0  # index of the case with the most input bytes: the one timed
+    sizes: list[int] = field(default_factory=list)
+    device_name: str | None = None
+    slowest_call: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CandidateDone(Event):
+    """The candidate process ran every trial and now answers timing commands."""
+
+    kind: ClassVar[str] = "candidate-done"
+    threads: list[int] = field(default_factory=list)  # thread count before loading the candidate, after the trials
+    phases: dict[str, float] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    slowest_call: float = 0.0
+    fields: dict[str, Any] = field(default_factory=dict)  # a backend hook's report
+
+
+@dataclass
+class RunnerResult(Event):
+    """What a runner routine (no reference process) returned."""
+
+    kind: ClassVar[str] = "result"
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_fail(payload: bytes) -> Fail:
+    """A `fail` sent as a timing command's `err` reply (a bare failure when it is garbled)."""
+    try:
+        data = json.loads(payload)
+        data.pop("ev", None)
+        return build(Fail, data)
+    except (ValueError, AttributeError, ProtocolError):
+        return Fail()
+
+
+CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Progress, CaseEvent, Verdict, Fail, Lost, Extras,
+                                                         ReferenceDone, CandidateDone, RunnerResult)}
+
+
+def event_line(event: Event, token: str) -> bytes:
+    return (json.dumps({**event.to_dict(), "token": token}, default=str) + "\n").encode()
+
+
+def parse_child_event(line: bytes, token: str) -> Event | None:
+    """The event on `line` if it carries `token` and is one the children
+    send, else None (a line a candidate forged is not believed, only counted)."""
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.pop("token", None) != token:
+        return None
+    cls = CHILD_EVENTS.get(data.pop("ev", None))
+    if cls is None:
+        return None
+    try:
+        return build(cls, data, case_result=lambda d: build(CaseRow, d))
+    except ProtocolError:
+        return None
+
+
+@dataclass
+class Ready(Event):
+    kind: ClassVar[str] = "ready"
+    pid: int = 0
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Started(Event):
+    kind: ClassVar[str] = "started"
+    pids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TimingWait(Event):
+    """The evaluation asks for the host's timing turn."""
+
+    kind: ClassVar[str] = "timing-wait"
+
+
+@dataclass
+class TimingDone(Event):
+    kind: ClassVar[str] = "timing-done"
+
+
+@dataclass
+class Exit(Event):
+    kind: ClassVar[str] = "exit"
+    outcome: Outcome = field(default_factory=Outcome)
+
+
+WORKER_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Started, Progress, CaseEvent, TimingWait,
+                                                          TimingDone, Exit)}
+
+
+def worker_line(event: Event) -> bytes:
+    return (json.dumps(event.to_dict(), default=str) + "\n").encode()
+
+
+def parse_worker_event(line: bytes) -> Event | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cls = WORKER_EVENTS.get(data.pop("ev", None))
+    if cls is None:
+        return None
+    return build(cls, data, outcome=Outcome.from_dict, case_result=lambda d: build(CaseRow, d))

@@ -1,0 +1,166 @@
+"""The request of one evaluation and the host's operations on a worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from sage_engine.evaluation.wire import ProtocolError
+
+# Processes plus threads of one evaluation. torch keeps a few threads per
+# process and a C++ build runs ninja, a shell, g++, cc1plus and as; 128 leaves
+# room for both. A fork bomb of torch-sized processes needs a few seconds of
+# forking to get there on two cores, so a lower cap would not stop it much sooner.
+MAX_TASKS = 128
+# The file torch's extension builder (FileBaton) holds while it builds. A
+# build killed by a timeout or a cancel leaves it, and every later build of
+# that candidate would wait on it forever: it is never cached nor staged.
+BUILD_LOCKS = frozenset({"lock"})
+# Statuses a candidate process may report of itself: failures, never success.
+CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected")
+
+
+def build(cls: type, data: Any, **nested: Any) -> Any:
+    """`cls` from a JSON object: unknown keys are dropped, missing ones take
+    their defaults, `nested` converts a field's value first."""
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{cls.__name__} must be a JSON object, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    values = {k: v for k, v in data.items() if k in names}
+    for key, convert in nested.items():
+        if values.get(key) is not None:
+            values[key] = convert(values[key])
+    try:
+        return cls(**values)
+    except TypeError as exc:
+        raise ProtocolError(f"{cls.__name__}: {exc}") from exc
+
+
+def plain(value: Any) -> Any:
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
+# ------------------------------------------------------------------ request
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per child process: memory (MB, RLIMIT_DATA), CPU seconds; per evaluation: processes plus threads."""
+
+    memory_mb: int = 0
+    cpu_s: int = 0
+    max_tasks: int = MAX_TASKS
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How the worker times the two sides: the timer's name (`timing.get_timer`) and the sampling plan."""
+
+    timer: str = "perf_counter"
+    warmup: int = 3
+    min_reps: int = 10
+    max_reps: int = 200
+    budget_s: float = 2.0
+    precision: float = 0.0
+
+    @property
+    def device_clock(self) -> bool:
+        return self.timer != "perf_counter"
+
+
+@dataclass
+class BuildSpec:
+    """The candidate's own build folder: `cache` on the host under `key`,
+    `vars` (variable -> subfolder) pointing into it; `inside` is where the
+    sandbox sees its private copy (set by the pool when confined)."""
+
+    key: str
+    cache: str
+    vars: dict[str, str] = field(default_factory=dict)
+    inside: str = ""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The part of a task the children need (`Task.spec()`)."""
+
+    id: str
+    reference_source: str
+    reference_path: str | None
+    cases: list[dict]  # at least one row; {} is the module's defaults
+    tolerance: dict
+    forbid: list[str]
+    seed: int
+    import_roots: list[str]
+
+
+@dataclass
+class Request:
+    """One evaluation. `runner` names a child routine ("module:function")
+    that runs instead of the reference and candidate sides; `runner_args`
+    holds what only it reads. `candidate_hook` ("module:factory") wraps the
+    candidate's run."""
+
+    token: str
+    task: TaskSpec
+    timeout_s: float  # the whole evaluation's wall clock (Config.eval_timeout_s)
+    limits: Limits
+    candidate_source: str = ""
+    trials: int = 3
+    tolerance_mode: str = "kernelbench"
+    threads: int = 1
+    device: str = "cpu"
+    timing: TimingOptions | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    preload: list[str] = field(default_factory=list)
+    runner: str | None = None
+    runner_args: dict[str, Any] = field(default_factory=dict)
+    candidate_hook: str | None = None
+    build: BuildSpec | None = None
+    device_time: bool = False  # ask each side for profiler device-only time after timing
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Request":
+        return build(cls, data, task=lambda d: build(TaskSpec, d), timing=lambda d: build(TimingOptions, d),
+                     limits=lambda d: build(Limits, d), build=lambda d: build(BuildSpec, d))
+
+
+# ---------------------------------------------------------------------- ops
+
+
+@dataclass(frozen=True)
+class Op:
+    """The host's operations on a worker: one JSON line each on its stdin."""
+
+    EVAL: ClassVar[str] = "eval"
+    CANCEL: ClassVar[str] = "cancel"
+    TIMING_GO: ClassVar[str] = "timing-go"  # the host's timing turn is this evaluation's now
+    PAUSE: ClassVar[str] = "pause"  # another evaluation of this host is timed: stand still
+    RESUME: ClassVar[str] = "resume"
+    QUIT: ClassVar[str] = "quit"
+
+    op: str
+    request: Request | None = None
+
+    def line(self) -> bytes:
+        data: dict[str, Any] = {"op": self.op}
+        if self.request is not None:
+            data["request"] = self.request.to_dict()
+        return (json.dumps(data) + "\n").encode()
+
+    @classmethod
+    def parse(cls, line: bytes) -> "Op | None":
+        """The op on `line`, or None for a line that is not one."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("op"), str):
+            return None
+        request = Request.from_dict(data["request"]) if data["op"] == cls.EVAL else None
+        return cls(data["op"], request)

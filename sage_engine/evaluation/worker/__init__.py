@@ -1,0 +1,13 @@
+"""What runs in the evaluation worker: a process, inside its own sandbox
+when the host can confine, that has imported torch once and runs
+evaluations on request (`python -m sage_engine.evaluation.worker`).
+
+- `__main__.py`: the worker's loop, one `Request` at a time;
+- `evaluation.py`: one evaluation, phase by phase (correctness, timing, report);
+- `children.py`: forking the reference and candidate processes;
+- `supervisor.py`: their events, limits, deadline and the host's operations;
+- `timed.py`: the timing phase; `guards.py`: what it watches meanwhile;
+- `scratch.py`: the scratch folder between evaluations.
+
+Standard library only: torch lives in the children.
+"""

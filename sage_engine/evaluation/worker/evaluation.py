@@ -1,0 +1,251 @@
+"""One evaluation, as the worker runs it, phase by phase.
+
+Forks the reference and candidate processes (`children.py`) under a
+`Supervisor`, relays their progress and case rows to the host, takes their
+verdicts (correctness), times both sides (`timed.py`) once the host's timing
+turn is theirs, and reports (`Report`, inside the `Outcome`). A backend's
+runner routine replaces the two sides with one process and its answer.
+
+Standard library only (torch lives in the children).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+from typing import Callable
+
+from sage_engine.evaluation import diagnostics, timing, wire
+from sage_engine.evaluation.cgroups import PidsCgroup
+from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseRow, Event, Extras, Fail, Lost,
+                                             Outcome, Progress, ReferenceDone, Report, Request, RunnerResult,
+                                             Started, TimingDone, TimingReport, TimingStatsReport, TimingWait,
+                                             Verdict, parse_child_event)
+from sage_engine.evaluation.worker.children import Child, bulk_pipe, spawn
+from sage_engine.evaluation.worker.supervisor import POLL_S, TIMED_CALL_FACTOR, Ended, Supervisor, fail_report
+from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, reject_leftover_processes
+
+EXTRAS_WAIT_S = 0.5  # how long a verdict waits for the candidate's hook report of the same trial
+
+
+class Evaluation:
+    """Runs one request. `send` writes an event to the host; `ops` reads the
+    host's operations (cancel, timing-go, pause, resume, quit)."""
+
+    def __init__(self, request: Request, *, send: Callable[[Event], None], ops: wire.LineReader, workdir: str,
+                 cgroup: PidsCgroup | None, worker_cgroup: PidsCgroup | None):
+        self.req = request
+        self.send = send
+        self.workdir = workdir
+        self.sup = Supervisor(request, self, send=send, ops=ops, cgroup=cgroup, worker_cgroup=worker_cgroup)
+        self.cases: list[CaseRow] = []
+        self.ref_done: ReferenceDone | None = None
+        self.cand_done: CandidateDone | None = None
+        self.runner_result: dict | None = None
+        self.extras: dict = {}  # what the candidate's backend hook reported last
+        self.last_progress = ""
+        self.timing_active = False
+
+    @property
+    def quit(self) -> bool:
+        """The host asked the worker itself to end."""
+        return self.sup.quit
+
+    # ------------------------------------------------------------- running
+
+    def run(self) -> Outcome:
+        start = time.monotonic()
+        outcome = Outcome()
+        sup = self.sup
+        try:
+            self.start_children()
+            if self.req.runner:
+                sup.wait_for(lambda: self.runner_result is not None)
+                outcome.runner_result = self.runner_result
+            else:
+                outcome.report = self.evaluate()
+        except Ended as end:
+            outcome.killed = end.killed
+            outcome.report = self.complete(end.report) if end.report is not None else None
+        finally:
+            sup.kill_all()
+            for c in sup.children.values():
+                sup.count_leftover_events(c)
+            cand = sup.children.get("candidate")
+            if cand is not None:
+                sup.drain_output(cand, until_eof=True)
+                outcome.exit_code = cand.exit_code
+                outcome.output_tail, outcome.output_bytes = cand.tail.text(), cand.tail.total
+            sup.close()
+        if outcome.killed is None and sup.pids_exceeded():
+            outcome.killed, outcome.report, outcome.runner_result = "processes", None, None
+        outcome.cases = list(self.cases)
+        outcome.forged_lines = sup.forged
+        outcome.wall_s = time.monotonic() - start
+        return outcome
+
+    def start_children(self) -> None:
+        data_r, data_w = bulk_pipe()  # the candidate's outputs, to the reference
+        in_r, in_w = bulk_pipe()  # the inputs the reference made, to the candidate
+        cand_dir = os.path.join(self.workdir, "candidate")
+        os.makedirs(cand_dir, exist_ok=True)
+        cgroup = str(self.sup.cgroup.path) if self.sup.cgroup is not None else None
+        children = self.sup.children
+        try:
+            if not self.req.runner:
+                ref_dir = os.path.join(self.workdir, "reference")
+                os.makedirs(ref_dir, exist_ok=True)
+                children["reference"] = spawn("reference", self.req, ref_dir, data_r, in_w, None)
+            children["candidate"] = spawn("candidate", self.req, cand_dir, data_w, in_r, cgroup)
+        finally:
+            for fd in (data_r, data_w, in_r, in_w):
+                os.close(fd)
+        self.sup.watch_candidate()
+        self.send(Started(pids=[c.pid for c in children.values()]))
+
+    def evaluate(self) -> Report:
+        """Correctness, then timing where the request asks for it."""
+        self.sup.wait_for(lambda: self.ref_done is not None and self.cand_done is not None)
+        report = self.correct_report()
+        if self.req.timing is not None:
+            report.timing = self.timing(report)
+            if self.req.device_time:
+                start = time.perf_counter()
+                report.timing.device_time_us = device_profile(self.sup)
+                report.phases["device_profile"] = time.perf_counter() - start
+        return report
+
+    # ---------------------------------------------------------- correctness
+
+    def on_event(self, c: Child, event: Event) -> None:
+        """A believed event from a child: each kind only from the side that may send it."""
+        candidate = c.role == "candidate"
+        if isinstance(event, Progress) and candidate:
+            self.last_progress = event.message
+            self.send(event)
+        elif isinstance(event, CaseEvent) and not candidate:
+            self.cases.append(event.case_result)
+            self.send(event)
+        elif isinstance(event, Verdict) and not candidate and self.cases:
+            self.take_extras()
+            row = self.cases[-1]
+            report = Report("incorrect", f"case {row.case or 'default'} trial {row.trial}: {row.message}",
+                            [diagnostics.diagnostic("mismatch", row.message)], mismatch=row.message)
+            raise Ended(report=report)
+        elif isinstance(event, Fail):
+            raise Ended(report=fail_report(c, event))
+        elif isinstance(event, Lost) and not candidate:
+            self.sup.lost_at = time.monotonic()  # the candidate exited or failed; its own event says why
+        elif isinstance(event, Extras) and candidate:
+            # What a backend's hook gathered so far (kernel launches): kept even if the run stops early.
+            self.extras = dict(event.fields)
+        elif isinstance(event, ReferenceDone) and not candidate and self.ref_done is None:
+            self.ref_done = event
+        elif isinstance(event, CandidateDone) and candidate and self.cand_done is None:
+            self.cand_done = event
+        elif isinstance(event, RunnerResult) and candidate and self.runner_result is None:
+            self.runner_result = event.result
+
+    def on_exit(self, c: Child) -> None:
+        # It may have reported why just before exiting: read what is left first.
+        self.sup.read_remaining(c)
+        if self.timing_active:
+            raise Ended() if c.role == "candidate" else self.reference_died(c)
+        if self.runner_result is not None or (self.ref_done if c.role == "reference" else self.cand_done):
+            return
+        if c.role == "candidate":
+            raise Ended()  # a crash: results.py reads the exit code and the stack it printed
+        if self.sup.lost_at is None:
+            raise self.reference_died(c)
+
+    def reference_died(self, c: Child) -> Ended:
+        message = (f"the reference process died ({_exit_text(c.exit_code)}) while "
+                   f"{self.last_progress or 'starting'}; nothing but the candidate signals it")
+        return Ended(report=Report("crashed", message, [diagnostics.diagnostic("crash", "the reference process died")]))
+
+    def take_extras(self) -> None:
+        """The candidate's latest hook report (sent right after each frame, so
+        it is on its way when the reference decides): read it before stopping."""
+        cand = self.sup.children.get("candidate")
+        if cand is None or not self.req.candidate_hook:
+            return
+        deadline = time.monotonic() + EXTRAS_WAIT_S
+        while not cand.events.closed and b'"extras"' not in cand.events.buffer and time.monotonic() < deadline:
+            if select.select([cand.events.fd], [], [], 0.02)[0]:
+                cand.events.fill()
+        while (line := cand.events.line()) is not None:
+            event = parse_child_event(line, self.req.token)
+            if isinstance(event, Extras):
+                self.extras = dict(event.fields)
+
+    # --------------------------------------------------------------- reports
+
+    def phases(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for done in (self.ref_done, self.cand_done):
+            if done is not None:
+                out.update({k: float(v) for k, v in done.phases.items() if isinstance(v, (int, float))})
+        return out
+
+    def complete(self, report: Report) -> Report:
+        """A decision, with what is known so far: the case rows, the phases, the hook's report."""
+        report.cases = list(self.cases)
+        report.phases = self.phases()
+        report.fields = {**self.extras, **report.fields}
+        return report
+
+    def correct_report(self) -> Report:
+        ref, cand = self.ref_done, self.cand_done
+        phases = self.phases()
+        # Reference and candidate run side by side: the longer one is the cost.
+        phases["correctness"] = max(phases.get("reference_correctness", 0.0), phases.get("candidate_correctness", 0.0))
+        phases["model_calls"] = max(phases.get("reference_calls", 0.0), phases.get("candidate_calls", 0.0))
+        return Report("correct", f"correct on {len(self.cases)} trial(s) over {len(self.req.task.cases)} case(s)",
+                      cases=list(self.cases), phases=phases, versions=dict(cand.versions),
+                      checks={"threads": cand.threads}, device_name=ref.device_name,
+                      fields={**self.extras, **cand.fields})
+
+    # ---------------------------------------------------------------- timing
+
+    def timing(self, report: Report) -> TimingReport:
+        sup = self.sup
+        ref, cand = sup.children["reference"], sup.children["candidate"]
+        reject_leftover_processes(sup, cand)
+        self.timing_active = True
+        # The host times one evaluation at a time; waiting for the turn does not count against the deadline.
+        self.send(TimingWait())
+        sup.hold(True)
+        while not sup.granted:
+            sup.pump(POLL_S)
+        sup.hold(False)
+        n_cases = len(self.req.task.cases)
+        self.send(Progress(2 + n_cases, 3 + n_cases, "timing"))
+        # How long one timing command may take: a call that hangs only now must
+        # not hold the host's timing turn until the evaluation's deadline.
+        sup.call_limit = TIMED_CALL_FACTOR * max(self.ref_done.slowest_call, self.cand_done.slowest_call)
+        start = time.perf_counter()
+        try:
+            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, self.req.timing).run()
+        finally:
+            self.send(TimingDone())
+        elapsed = time.perf_counter() - start
+        report.phases["timing"] = elapsed
+        report.phases["model_calls"] = report.phases.get("model_calls", 0.0) + elapsed
+        report.checks.update(checks)
+        return TimingReport(reference=TimingStatsReport(**timing.stats(ref_s)),
+                            candidate=TimingStatsReport(**timing.stats(cand_s)),
+                            case=self.req.task.cases[self.ref_done.chosen], timer=self.req.timing.timer)
+
+
+def _exit_text(code: int | None) -> str:
+    import signal
+
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,203 @@
+"""The timing phase of one evaluation, as the worker runs it.
+
+After warm-ups, reference and candidate alternate (ABBA), each sample one
+command to one process (`rep N`: N calls) measured by that process's timer
+and bounded by the worker's own clock, from sending the command to reading
+the reply. The candidate cannot reach this clock. Between its commands the
+candidate process must be idle: CPU it uses while the reference runs or the
+worker waits is work it left running (background threads or processes) and
+rejects it. One sample, at a position the candidate cannot know, runs on
+fresh inputs (a new secret seed) whose output the reference process checks.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import statistics
+import time
+from typing import Any
+
+from sage_engine.evaluation import timing, wire
+from sage_engine.evaluation.protocol import Report, TimingOptions
+from sage_engine.evaluation.worker.children import Child
+from sage_engine.evaluation.worker.guards import CpuMeter, ReferenceGuard, pin_together, thread_ids
+from sage_engine.evaluation.worker.supervisor import Ended, Supervisor, decided
+
+INNER_TARGET_S = 2e-3  # calls per sample so one lasts this long: fewer round trips per budget
+MAX_INNER = 100
+# Each side measures its own batches (the precise clock on a loaded machine)
+# and the worker's clock bounds what it may claim: a candidate process whose
+# batches always take longer by the worker's clock than by its report, by more
+# than the reference's smallest gap plus this much, misreports its time.
+MISREPORT_FLOOR_S = 3e-4
+MISREPORT_SHARE = 0.05
+# CPU the candidate process may use while it is not being called: returning
+# from the reply and blocking again costs microseconds per sample.
+IDLE_CPU_FLOOR_S = 0.005
+IDLE_CPU_SHARE = 0.02
+
+
+class TimingPhase:
+    """Samples of both sides, and the checks that run alongside them."""
+
+    def __init__(self, sup: Supervisor, ref: Child, cand: Child, options: TimingOptions):
+        self.sup, self.ref, self.cand, self.opts = sup, ref, cand, options
+        self.fresh_at = secrets.randbelow(max(1, options.min_reps))
+        self.fresh_checked = False
+        self.n = 0  # candidate samples so far
+        self.idle = self.busy = 0.0  # candidate CPU between and during its commands
+        self.after: float | None = None
+        self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}
+        self.claims: list[float] = []
+        self.all_streams: set[str] = set()
+        self.inner: dict[str, int] = {}
+
+    def run(self) -> tuple[list[float], list[float], dict[str, Any]]:
+        """(reference samples, candidate samples, checks), seconds per call; raises `Ended` for a cheat."""
+        own_cpus = os.sched_getaffinity(0)
+        cpus = pin_together([self.ref.pid, self.cand.pid, os.getpid()], self.sup.req.threads)
+        try:
+            return self._run(cpus)
+        finally:
+            os.sched_setaffinity(0, own_cpus)  # the next evaluation's children inherit it
+
+    def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
+        opts, end = self.opts, self.sup.deadline
+        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup}", end))
+                   for c in (self.ref, self.cand)}
+        # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
+        # command round trips per budget (a device timer's own clock excludes them anyway).
+        self.inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7))))
+                      for role, t in fastest.items()}
+        # Watched from here on: stops and continues of the pauses before timing are not counted.
+        self.guard = ReferenceGuard(self.ref)
+        self.cpu = CpuMeter(self.cand.pid)
+        # Threads alive now (torch's, a pool the candidate made while checked) may
+        # stay; one that a timed call starts and leaves running is work after the timer.
+        self.known = thread_ids(self.cand.pid)
+        ref_s, cand_s = timing.measure_alternating(
+            lambda: self.sample(self.ref), self.candidate_sample, warmup=0, min_reps=opts.min_reps,
+            max_reps=opts.max_reps, budget_s=opts.budget_s, precision=opts.precision)
+        reject_leftover_processes(self.sup, self.cand)
+        if self.idle > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * self.busy):
+            raise decided("rejected", f"the candidate kept computing after its calls returned: "
+                          f"{self.idle * 1000:.1f} ms of CPU while it was not being called ({self.busy * 1000:.1f} ms "
+                          "while it was); work left on background threads or processes is not allowed", "cheat",
+                          "background work after forward returned")
+        # The smallest gap: a loaded machine only ever adds delay to the worker's
+        # view, while a process that under-reports adds its lie to every sample.
+        gap_ref, gap_cand = min(self.gaps["reference"]), min(self.gaps["candidate"])
+        if not opts.device_clock and gap_cand - gap_ref > max(MISREPORT_FLOOR_S,
+                                                              MISREPORT_SHARE * statistics.median(self.claims)):
+            raise self.misreported(f"its batches took at least {gap_cand * 1e3:.3f} ms longer by the worker's clock "
+                                   f"than reported; the reference's, {gap_ref * 1e3:.3f} ms")
+        checks: dict[str, Any] = {
+            "cpus": cpus, "inner_calls": self.inner, "idle_cpu_ms": round(self.idle * 1000, 3),
+            "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
+            "fresh_inputs_checked": self.fresh_checked}
+        if self.all_streams:
+            # Device work left on another stream after a call's end event: from then on
+            # that side was timed with the device synchronised inside each call's events.
+            checks["other_streams"] = sorted(self.all_streams)
+        return ref_s, cand_s, checks
+
+    def sample(self, c: Child) -> float:
+        n = self.inner[c.role]
+        t0 = time.perf_counter()
+        text = self.sup.command(c, f"rep {n}", self.sup.deadline)
+        wall = time.perf_counter() - t0
+        meddled = self.guard.meddled()
+        if meddled:
+            raise decided("rejected", f"while the reference process was being timed, something {meddled}: only the "
+                          "candidate's process could have", "cheat", f"the reference process was {meddled}")
+        claimed = self.claimed(c, text) * n
+        if text.endswith(" all-streams"):
+            self.all_streams.add(c.role)
+        if claimed > wall:
+            raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported "
+                                   f"as {claimed * 1e3:.3f} ms")
+        self.gaps[c.role].append(wall - claimed)
+        if c is self.cand:
+            self.claims.append(claimed)
+        return claimed / n
+
+    def candidate_sample(self) -> float:
+        before = self.cpu.seconds()
+        if self.after is not None:
+            self.idle += before - self.after
+        fresh = self.n == self.fresh_at
+        if fresh:
+            # The reference makes them from a seed the candidate never learns, and sends them.
+            self.sup.command_both(self.ref, f"fresh {secrets.randbits(31)}", self.cand, "fresh", self.sup.deadline)
+            before = self.cpu.seconds()
+        value = self.sample(self.cand)
+        after = self.cpu.seconds()
+        self.busy += after - before
+        now = thread_ids(self.cand.pid)
+        if now - self.known:
+            raise decided("rejected", f"a timed call of the candidate started {len(now - self.known)} thread(s) that "
+                          "were still running after it returned; work left on background threads is not allowed",
+                          "cheat", "threads left running after forward returned")
+        self.known.update(now)
+        if fresh:
+            self.fresh_checked = self.fresh_check()
+            after = self.cpu.seconds()
+        self.after = after
+        self.n += 1
+        return value
+
+    def fresh_check(self) -> bool:
+        # The reference starts reading before the candidate writes: a frame
+        # larger than a pipe buffer would otherwise block the candidate.
+        wire.write_all(self.ref.cmd, b"check\n")
+        self.sup.command(self.cand, "check", self.sup.deadline)
+        verdict = self.sup.reply(self.ref, self.sup.deadline)
+        if verdict.startswith("bad "):
+            message = str(_json_object(verdict[4:]).get("message", ""))
+            raise decided("rejected", f"while timed, on inputs it had not seen before, the candidate's output was "
+                          f"wrong ({message}): it returns results computed for earlier inputs", "cheat",
+                          f"stale output on fresh inputs during timing: {message}")
+        return True
+
+    def claimed(self, c: Child, text: str) -> float:
+        try:
+            value = float(text.split()[1])
+        except (IndexError, ValueError):
+            value = -1.0
+        if not value >= 0:
+            if c.role == "candidate":
+                raise self.misreported(f"its reply {text[:60]!r} carries no time")
+            raise Ended(report=Report("crashed", f"the reference process sent no time ({text[:60]!r})"))
+        return value
+
+    def misreported(self, detail: str) -> Ended:
+        return decided("rejected", f"the candidate's process misreported how long its calls took: {detail}", "cheat",
+                       "timing reports that the worker's clock contradicts")
+
+
+def reject_leftover_processes(sup: Supervisor, cand: Child) -> None:
+    """Between calls the candidate's process is alone: anything it started and left running is work off the clock."""
+    leftover = [p.pid for p in sup.watch.members() if p.pid != cand.pid] if sup.watch is not None else []
+    if leftover:
+        raise decided("rejected", f"the candidate left {len(leftover)} process(es) running after its calls returned",
+                      "cheat", "background processes left running")
+
+
+def device_profile(sup: Supervisor) -> dict[str, Any]:
+    """Profiler device-only time per call (µs) of each side, after timing."""
+    try:
+        return {role: float(sup.command(c, "profile", sup.deadline).split()[1]) for role, c in sup.children.items()}
+    except (Ended, ValueError, IndexError) as exc:
+        return {"error": f"device profile failed: {exc}"}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    import json
+
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
