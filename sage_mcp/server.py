@@ -45,8 +45,9 @@ SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
 4. record_adoption(episode_id, adopted=[{id, evidence}], attempt_id=best, lesson={title, content}).
    This credits the items you used and stores your lesson for the next agent.
 5. consolidate() now and then promotes proven items into the rulebook.
-Only ids shown in your episode may be adopted. An open episode is closed and
-credited after a period of inactivity or when you retrieve again for the same task."""
+Only ids shown in your episode may be adopted. An open episode is closed after a
+period of inactivity or when you retrieve again for the same task; only an episode
+with an evaluation is credited."""
 
 
 SweepHook = Callable[[list[AdoptionReport]], None]
@@ -59,8 +60,9 @@ def sweep_interval(config: Config) -> float:
 
 
 async def _sweep_idle(state: AppState, interval: float, on_sweep: SweepHook | None) -> None:
-    """Close and credit episodes nobody touched for episode_idle_s, even when
-    no agent calls retrieve_rules again (the engine also does it then)."""
+    """Close episodes nobody touched for episode_idle_s (crediting those with
+    an attempt), even when no agent calls retrieve_rules again (the engine
+    also does it then)."""
     while True:
         await anyio.sleep(interval)
         reports: list[AdoptionReport] = []
