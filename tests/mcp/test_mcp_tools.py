@@ -7,7 +7,16 @@ import anyio
 import pytest
 from mcp import MCPError
 from tests.conftest import make_result
-from tests.mcp.mcp_support import SILU_CPU, WRONG_SILU, connect, fast, seed, text
+from tests.mcp.mcp_support import (
+    SILU_CPU,
+    WRONG_SILU,
+    assert_phrased,
+    connect,
+    fast,
+    schema_violations,
+    seed,
+    text,
+)
 
 from sage_engine.engine import Engine
 from sage_engine.models import (
@@ -377,7 +386,25 @@ async def test_k_outside_its_bounds_is_refused_and_the_schema_says_so(config):
         assert any(option.get("minimum") == 1 and option.get("maximum") == 50 for option in k["anyOf"])
         for bad in (0, 51):
             r = await c.call_tool("retrieve_rules", {"task": "silu", "k": bad})
-            assert r.is_error and "k" in text(r)
+            assert r.is_error and text(r) == f"Error executing tool retrieve_rules: invalid_input: k must be between 1 and 50; got {bad}"
+
+
+async def test_a_schema_error_says_what_to_fix_in_the_words_of_every_tools_parameters(config):
+    async with connect(config) as c:
+        tools = (await c.list_tools()).tools
+        calls = schema_violations(tools)
+        assert len(calls) == len([t for t in tools if t.input_schema.get("properties")]) >= 10
+        for tool, param, arguments in calls:
+            r = await c.call_tool(tool, arguments)
+            assert r.is_error
+            assert_phrased(tool, param, text(r))
+        # Nested values are named by their path, with the schema's whole range.
+        r = await c.call_tool("record_adoption", {"episode_id": 1, "adopted": [{"id": 1, "weight": 2}]})
+        assert text(r).endswith("invalid_input: adopted[0].weight must be greater than 0 and at most 1; got 2")
+        r = await c.call_tool("record_adoption", {"episode_id": 1, "lesson": {"title": "t"}, "close": "maybe"})
+        assert text(r).endswith("invalid_input: lesson.content is required. close must be true or false; got \"maybe\"")
+        r = await c.call_tool("compile_and_bench", {"candidate": "x", "task": "silu", "adopted_ids": "1,2"})
+        assert "adopted_ids must be a list of integers between 1 and " in text(r)
 
 
 async def test_expected_refusals_are_logged_without_tracebacks(config, caplog):
@@ -387,6 +414,10 @@ async def test_expected_refusals_are_logged_without_tracebacks(config, caplog):
     async with connect(config) as c:
         await c.call_tool("show_item", {"item_id": 99})
         await c.call_tool("record_adoption", {"episode_id": 4242})
+        await c.call_tool("retrieve_rules", {"task": "silu", "k": 987654})
         with pytest.raises(MCPError):
             await c.get_prompt("nope", {})
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # A rejected argument is logged by name; its value is the caller's data.
+    assert any("'k'" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if "987654" in r.getMessage()]
