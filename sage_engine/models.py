@@ -118,6 +118,8 @@ class MemoryStats(_Model):
     resident_tokens: int
     episodes_open: int
     episodes_closed: int
+    episodes_without_evidence: int = Field(
+        0, description="Closed episodes that had no attempt: closed without credit, utilities untouched")
     attempts: int
     adoptions: int
     utility_updates: int
@@ -175,14 +177,23 @@ class UtilityUpdate(_Model):
     eta: float
 
 
+# Why an episode closed: record_adoption (or Engine.close_episode), the same
+# client retrieving for the same task again, or episode_idle_s untouched.
+CloseReason = Literal["explicit", "next_retrieval", "idle"]
+
+
 class AdoptionReport(_Model):
     episode_id: int
-    reward: float | None = Field(None, description="Episode reward; None while the episode stays open")
+    reward: float | None = Field(
+        None, description="Episode reward; None while the episode stays open, or when it closed without evidence")
     reward_parts: dict[str, float] = Field(default_factory=dict)
     updates: list[UtilityUpdate] = Field(default_factory=list)
     new_item: Item | None = None
     lesson_merged: bool = False
     closed: bool
+    credited: bool = Field(
+        False, description="Whether closing credited the shown items: only an episode with an attempt is credited")
+    close_reason: CloseReason | None = None
     consolidation: "ConsolidationReport | None" = None
 
 
@@ -205,10 +216,12 @@ class EpisodeSummary(_Model):
     client: str | None = None
     author: str | None = None
     status: Literal["open", "closed"]
-    reward: float | None = None
+    reward: float | None = Field(None, description="None while open, or when it closed without evidence")
     attempts: int
     created_at: float
     closed_at: float | None = None
+    close_reason: CloseReason | None = Field(None, description="Why it closed (None while open, or closed before SAGE recorded it)")
+    credited: bool | None = Field(None, description="Whether closing credited it; None while open")
 
 
 class EpisodeDetail(EpisodeSummary):

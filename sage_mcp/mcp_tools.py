@@ -195,7 +195,7 @@ async def retrieve_rules(
     id, title, content, utility and score. Keep episode_id for compile_and_bench and
     record_adoption, and pass the ids of items you actually follow as adopted_ids: only ids
     shown in this episode are accepted. Retrieving again for the same task without
-    episode_id closes and credits your previous episode for it.
+    episode_id closes your previous episode for it (credited only if it had an attempt).
     """
     return await _call(
         engine_of(ctx).retrieve, task, operator=operator, family=family, backend=backend, hardware=hardware, k=k,
@@ -237,10 +237,11 @@ async def record_adoption(
 ) -> AdoptionReport:
     """Finish an episode: which retrieved items you used, and what you learned.
 
-    Closing credits every shown item (ATU): adopted items move toward the episode's reward,
-    items shown but unused move down. Returns the reward, each item's utility before and
-    after, the memory item created (or strengthened) from your lesson, and whether the
-    episode closed. Ids not shown in this episode are refused.
+    Closing credits every shown item (ATU) when the episode has an attempt: adopted items
+    move toward the episode's reward, items shown but unused move down. An episode without
+    an attempt closes without credit (credited=false, utilities untouched). Returns the
+    reward, each item's utility before and after, the memory item created (or strengthened)
+    from your lesson, and whether the episode closed. Ids not shown in this episode are refused.
     """
     return await _call(
         engine_of(ctx).record_adoption, episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close,

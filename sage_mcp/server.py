@@ -20,16 +20,17 @@ import anyio
 import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources import Resource
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
-from pydantic import Field, PrivateAttr
+from pydantic import Field, PrivateAttr, ValidationError
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
-from sage_engine.errors import NotFound, SageError
+from sage_engine.errors import InvalidInput, NotFound, SageError
 from sage_engine.models import AdoptionReport, Item
+from sage_mcp.mcp_arguments import describe
 from sage_mcp.mcp_clients import connect_hint
 from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
 
@@ -44,8 +45,9 @@ SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
 4. record_adoption(episode_id, adopted=[{id, evidence}], attempt_id=best, lesson={title, content}).
    This credits the items you used and stores your lesson for the next agent.
 5. consolidate() now and then promotes proven items into the rulebook.
-Only ids shown in your episode may be adopted. An open episode is closed and
-credited after a period of inactivity or when you retrieve again for the same task."""
+Only ids shown in your episode may be adopted. An open episode is closed after a
+period of inactivity or when you retrieve again for the same task; only an episode
+with an evaluation is credited."""
 
 
 SweepHook = Callable[[list[AdoptionReport]], None]
@@ -58,8 +60,9 @@ def sweep_interval(config: Config) -> float:
 
 
 async def _sweep_idle(state: AppState, interval: float, on_sweep: SweepHook | None) -> None:
-    """Close and credit episodes nobody touched for episode_idle_s, even when
-    no agent calls retrieve_rules again (the engine also does it then)."""
+    """Close episodes nobody touched for episode_idle_s (crediting those with
+    an attempt), even when no agent calls retrieve_rules again (the engine
+    also does it then)."""
     while True:
         await anyio.sleep(interval)
         reports: list[AdoptionReport] = []
@@ -166,10 +169,24 @@ the torch operator the task forbids; SAGE checks for that."""
 
 
 class SageServer(MCPServer):
-    """MCPServer whose prompt requests fail the way the protocol says: an
-    unknown prompt or a missing required argument is the caller's mistake
-    (invalid params, with a message that says what to fix), not an internal
-    error logged with a traceback."""
+    """MCPServer whose mistakes a caller can fix say what to fix: arguments
+    that fail a tool's schema come back as `invalid_input` in the words of
+    the tool's parameters, and an unknown prompt or a missing required
+    argument is invalid params, not an internal error logged with a
+    traceback."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            # The SDK validates arguments before a tool runs and reports the
+            # pydantic error as it is; only that case (its direct cause) is reworded.
+            if isinstance(exc, UnexpectedToolError) or not isinstance(exc.__cause__, ValidationError):
+                raise
+            tool = self._tool_manager.get_tool(name)
+            problem = InvalidInput(describe(exc.__cause__, tool.parameters if tool is not None else {}))
+            # Chained to the ValidationError still, so the SDK logs the field names, never the values.
+            raise ToolError(f"Error executing tool {name}: {refusal(problem)}") from exc.__cause__
 
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None):
         prompt = self._prompt_manager.get_prompt(name)

@@ -3,7 +3,8 @@
 An episode shows items R, the agent adopts A (a subset of R), the rest U = R - A
 were shown and ignored. The episode earns a reward r from what the evaluation
 measured; adopted items move toward their share of r, ignored items toward
--beta. The baselines `uniform` (MemRL/Memento: every shown item gets r) and
+-beta. An episode with no attempt measured nothing: it earns no reward and
+credits nothing (browsing the memory must not teach it anything). The baselines `uniform` (MemRL/Memento: every shown item gets r) and
 `adopted-only` (ignored items untouched) are selectable for ablation.
 """
 
@@ -25,14 +26,18 @@ class AttemptOutcome:
     speedup: float | None = None  # vs the reference; None where the backend measured none
 
 
-def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[float, dict[str, float]]:
-    """Reward of one episode and its parts.
+def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[float, dict[str, float]] | None:
+    """Reward of one episode and its parts; None without an attempt (no
+    evidence about what the episode showed, so no credit).
 
     paper: r = z = 1 - T_best / T_first over correct attempts, or -delta.
     sage:  r = correct_bonus + z + speedup_weight * clip(log2(S_best), -c, c),
            where S_best is the best kernel's speedup over the reference (the
            term is dropped when no backend measured one), or -delta.
     """
+    attempts = list(attempts)
+    if not attempts:
+        return None
     correct = [a for a in attempts if a.correct]
     if not correct:
         return -config.delta, {"no_correct": -config.delta}

@@ -6,6 +6,11 @@ adoptions, the lesson and the credit together or not at all, and two callers
 closing one episode cannot both succeed (the loser gets `Conflict`).
 Automatic consolidation, when an episode close makes one due, runs after that
 transaction commits, in its own.
+
+An episode closed without an attempt carries no evidence about what it
+showed: it closes without credit (reward None, its reason recorded), and
+leaves utilities, adoption counters and rates, the consolidation count and
+the rulebook as they were. Its adoptions stay stored but count for nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sage_engine.models import (
     Adoption,
     AdoptionReport,
     AttemptSummary,
+    CloseReason,
     EpisodeDetail,
     EpisodeSummary,
     EvalResult,
@@ -68,9 +74,11 @@ class EpisodeService:
         with self.store.transaction():
             if episode_id is None:
                 # Idle episodes, and this client's previous one for the task, are
-                # closed and credited in the same transaction.
-                stale = self.store.episodes.idle(time.time() - self.config.episode_idle_s, client=key.client, task=key.task)
-                closed = [self._close(e) for e in stale]
+                # closed (and credited where they have an attempt) in the same transaction.
+                cutoff = time.time() - self.config.episode_idle_s
+                stale = self.store.episodes.idle(cutoff, client=key.client, task=key.task)
+                closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval")
+                          for e in stale]
                 now = time.time()
                 episode_id = self.store.episodes.open(
                     dict(key.__dict__, author=user, created_at=now, last_activity=now))
@@ -186,7 +194,7 @@ class EpisodeService:
                 added = self.memory.add_in_transaction(new, user=user, dedup=True, dense=dense)
                 if vector is not None and not added.merged:
                     self.memory.dense.add(added.item.id, f"{new.title}\n{new.content}", vector)  # type: ignore[union-attr]
-            report = self._close(episode_id) if close else AdoptionReport(episode_id=episode_id, closed=False)
+            report = self._close(episode_id, "explicit") if close else AdoptionReport(episode_id=episode_id, closed=False)
             if added is not None:
                 report.new_item, report.lesson_merged = added.item, added.merged
         self._consolidate_if_due([report], attach=report)
@@ -194,13 +202,14 @@ class EpisodeService:
 
     def close(self, episode_id: int) -> AdoptionReport:
         with self.store.transaction():
-            report = self._close(episode_id)
+            report = self._close(episode_id, "explicit")
         self._consolidate_if_due([report], attach=report)
         return report
 
     def close_idle(self) -> list[AdoptionReport]:
         with self.store.transaction():
-            reports = [self._close(e) for e in self.store.episodes.idle(time.time() - self.config.episode_idle_s)]
+            reports = [self._close(e["id"], "idle")
+                       for e in self.store.episodes.idle(time.time() - self.config.episode_idle_s)]
         self._consolidate_if_due(reports)
         return reports
 
@@ -240,7 +249,7 @@ class EpisodeService:
     def _open_row(self, episode_id: int, hint: str):
         row = self.store.episodes.get(episode_id)  # NotFound for an unknown id
         if row["status"] != "open":
-            raise Conflict(f"episode {episode_id} is already closed (reward {row['reward']}); {hint}")
+            raise Conflict(f"episode {episode_id} is already closed ({_outcome(row)}); {hint}")
         return row
 
     def _check_shown(self, episode_id: int, adopted: Sequence[Adoption]) -> None:
@@ -281,16 +290,23 @@ class EpisodeService:
             source_episode=row["id"], source_attempt=attempt_id,
         )
 
-    def _close(self, episode_id: int) -> AdoptionReport:
+    def _close(self, episode_id: int, reason: CloseReason) -> AdoptionReport:
         """Close the episode and run ATU over everything it showed, inside
-        the caller's write transaction."""
+        the caller's write transaction; without an attempt, close it without
+        credit and change nothing else."""
         records = self.store.episodes
         row = records.get(episode_id)
         if row["status"] != "open":
-            raise Conflict(f"episode {episode_id} is already closed (reward {row['reward']})")
+            raise Conflict(f"episode {episode_id} is already closed ({_outcome(row)})")
         outcomes = [utility.AttemptOutcome(a["status"] == "correct", a["candidate_ms"], a["speedup"])
                     for a in records.attempts(episode_id)]
-        reward, parts = utility.episode_reward(outcomes, self.config)
+        earned = utility.episode_reward(outcomes, self.config)
+        now = time.time()
+        if earned is None:
+            if not records.close(episode_id, None, None, now, reason):
+                raise Conflict(f"episode {episode_id} was closed by another call")
+            return AdoptionReport(episode_id=episode_id, closed=True, credited=False, close_reason=reason)
+        reward, parts = earned
         adopted = {r["item_id"]: r["weight"] for r in records.adoptions(episode_id)}
         shown = records.shown_ids(episode_id)
         # A resident rule that does not match the task was not "ignored": it
@@ -301,7 +317,6 @@ class EpisodeService:
         off_topic = set() if self.config.rulebook_scope == "task" else {
             i for i, sim in records.resident_match(episode_id).items() if sim < self.config.rule_match_threshold}
         targets = utility.credit_targets(shown, adopted, reward, self.config, not_applicable=off_topic)
-        now = time.time()
         operator = row["operator"] or row["task"]
         family = row["family"]
         rule_version = f"{utility.RULE_VERSION}/{self.config.reward_mode}"
@@ -329,15 +344,18 @@ class EpisodeService:
                 self.store.audit.log_update(update, rule_version, now)
                 updates.append(update)
             self.store.items.update(item_id, fields)
-        if not records.close(episode_id, reward, json.dumps(parts), now):
+        if not records.close(episode_id, reward, json.dumps(parts), now, reason):
             raise Conflict(f"episode {episode_id} was closed by another call")
-        return AdoptionReport(episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True)
+        return AdoptionReport(episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True,
+                              credited=True, close_reason=reason)
 
     def _consolidate_if_due(self, reports: Sequence[AdoptionReport], attach: AdoptionReport | None = None) -> None:
         every = self.config.auto_consolidate_every
-        if not every or self.consolidate is None or not any(r.closed for r in reports):
+        # Only credited closes count: an episode without evidence changed no
+        # utility, so it cannot make a consolidation due.
+        if not every or self.consolidate is None or not any(r.credited for r in reports):
             return
-        since = self.store.episodes.closed_since(self.store.audit.last_standing_at())
+        since = self.store.episodes.credited_since(self.store.audit.last_standing_at())
         if since >= every:
             done = self.consolidate()
             if attach is not None:
@@ -349,11 +367,18 @@ def _in_scope(item, filters: Filters, user: str | None) -> bool:
 
 
 def _summary(row, attempts: int) -> EpisodeSummary:
+    closed = row["status"] == "closed"
     return EpisodeSummary(
         id=row["id"], task=row["task"], operator=row["operator"], family=row["family"], backend=row["backend"],
         client=row["client"], author=row["author"], status=row["status"], reward=row["reward"], attempts=attempts,
-        created_at=row["created_at"], closed_at=row["closed_at"],
+        created_at=row["created_at"], closed_at=row["closed_at"], close_reason=row["close_reason"],
+        credited=(row["reward"] is not None) if closed else None,
     )
+
+
+def _outcome(row) -> str:
+    """How a closed episode ended, for messages."""
+    return "without credit: it had no attempt" if row["reward"] is None else f"reward {row['reward']:+.3f}"
 
 
 def attempt_result(row) -> EvalResult:

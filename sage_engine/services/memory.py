@@ -199,7 +199,9 @@ class MemoryService:
                 db_path=self.store.describe(), store=self.store.dialect, items_by_kind=items.counts_by("kind"),
                 items_by_status=by_status, resident_rules=by_status.get("resident", 0),
                 resident_tokens=items.resident_tokens(), episodes_open=episodes.get("open", 0),
-                episodes_closed=episodes.get("closed", 0), attempts=counts["attempts"], adoptions=counts["adoptions"],
+                episodes_closed=episodes.get("closed", 0),
+                episodes_without_evidence=self.store.episodes.without_evidence(), attempts=counts["attempts"],
+                adoptions=counts["adoptions"],
                 utility_updates=counts["utility_log"], consolidations=counts["consolidations"],
                 mean_utility=items.mean_utility(), by_author=self.store.audit.authors(),
             )

@@ -12,7 +12,7 @@ from sage_mcp.cli.evals import evals
 from sage_mcp.cli.evaluation import backends, bench
 from sage_mcp.cli.suite import suite
 from sage_mcp.cli.memory import consolidate, episodes, init, memory
-from sage_mcp.cli.serve import mcp, serve
+from sage_mcp.cli.serve import lsp, mcp, serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,7 +46,7 @@ def _with_root_options(command: click.Command) -> None:
         executor_option(command)
 
 
-for command in (init, memory, consolidate, episodes, bench, suite, backends, evals, serve, mcp, run):
+for command in (init, memory, consolidate, episodes, bench, suite, backends, evals, serve, mcp, lsp, run):
     _with_root_options(command)
     cli.add_command(command)
 

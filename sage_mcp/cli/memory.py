@@ -197,6 +197,7 @@ def memory_stats(state: State) -> None:
         *[(f"items ({k})", v) for k, v in sorted(s.items_by_status.items())],
         ("resident rules", f"{s.resident_rules} ({s.resident_tokens} tokens)"),
         ("episodes open / closed", f"{s.episodes_open} / {s.episodes_closed}"),
+        ("closed without evidence (no attempt: not credited)", s.episodes_without_evidence),
         ("attempts", s.attempts), ("adoptions", s.adoptions), ("utility updates", s.utility_updates),
         ("consolidations", s.consolidations),
         ("mean utility", "-" if s.mean_utility is None else f"{s.mean_utility:+.3f}"),
@@ -275,11 +276,28 @@ def episodes() -> None:
 @pass_state
 @handle_errors
 def episodes_list(state: State, status, author, limit) -> None:
-    """Latest episodes first."""
+    """Latest episodes first, and how many closed without evidence."""
     rows = state.engine.list_episodes(status=status, author=author, limit=limit)
-    emit(state, rows, lambda rows: table(None, ["id", "task", "status", "reward", "attempts", "author", "client", "started"],
-         [(e.id, e.task, e.status, "" if e.reward is None else f"{e.reward:+.3f}", e.attempts, e.author or "-", e.client,
-           _ago(e.created_at)) for e in rows]))
+
+    def render(rows):
+        table(None, ["id", "task", "status", "reward", "attempts", "author", "client", "started"],
+              [(e.id, e.task, _closed_as(e), _reward(e), e.attempts, e.author or "-", e.client, _ago(e.created_at))
+               for e in rows])
+        s = state.engine.stats()
+        console.print(f"in this memory, {s.episodes_without_evidence} of {s.episodes_closed} closed episodes closed "
+                      "without evidence (no attempt): not credited, utilities untouched")
+
+    emit(state, rows, render)
+
+
+def _closed_as(e) -> str:
+    return e.status if e.status == "open" or not e.close_reason else f"closed ({e.close_reason.replace('_', ' ')})"
+
+
+def _reward(e) -> str:
+    if e.reward is not None:
+        return f"{e.reward:+.3f}"
+    return "no evidence" if e.status == "closed" else ""
 
 
 @episodes.command("show")
@@ -292,8 +310,7 @@ def episodes_show(state: State, episode_id) -> None:
     e = state.engine.get_episode(episode_id)
 
     def render(e):
-        console.print(f"[bold]episode {e.id}[/bold] task {e.task} · {e.status} · reward "
-                      f"{'-' if e.reward is None else f'{e.reward:+.3f}'}")
+        console.print(f"[bold]episode {e.id}[/bold] task {e.task} · {_closed_as(e)} · reward {_reward(e) or '-'}")
         table("shown", ["id", "rank", "score", "title"], [(s.id, s.rank, f"{s.score:.3f}", _short(s.title)) for s in e.shown])
         table("attempts", ["id", "status", "speedup", "adopted"],
               [(a.id, a.status, "" if a.speedup is None else f"{a.speedup:.2f}x", a.adopted_ids) for a in e.attempt_list])

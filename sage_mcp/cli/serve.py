@@ -1,4 +1,5 @@
-"""`sage serve` (MCP over HTTP) and `sage mcp config` (client setup files)."""
+"""`sage serve` (MCP over HTTP), `sage mcp config` (client setup files) and
+`sage lsp config` (editor setup)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import click
 
 from sage_engine.config import BACKENDS
 from sage_mcp.cli.common import State, err_console, handle_errors, pass_state
+from sage_mcp.lsp_clients import EDITORS, editor_config, lsp_command, where
 from sage_mcp.mcp_clients import CLIENTS, config_path, http_entry, merged_config, server_entry, write_config
 
 
@@ -59,13 +61,7 @@ def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, bac
     client needs no activated virtualenv. --write keeps every other server
     already in the file.
     """
-    root = ctx.find_object(State)
-    # A --db given to `sage` itself on the command line counts too; SAGE_DB
-    # from the shell does not, since the editor may not share that shell.
-    if db is None and root is not None and ctx.parent is not None and ctx.parent.parent is not None:
-        source = ctx.parent.parent.get_parameter_source("db")
-        if source == click.core.ParameterSource.COMMANDLINE:
-            db = root.db
+    db = _pinned_db(ctx, db)
     if http_url:
         entry = http_entry(client, http_url, token=token)
         if token:
@@ -78,3 +74,36 @@ def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, bac
         return
     click.echo(json.dumps(merged_config(client, None, entry, name), indent=2))
     err_console.print(f"# save as {config_path(client, project)} (or run again with --write)", highlight=False)
+
+
+@click.group()
+def lsp() -> None:
+    """Connect editors (neovim, helix) to SAGE's language server."""
+
+
+@lsp.command("config")
+@click.option("--editor", type=click.Choice(EDITORS), required=True, help="Which editor's configuration.")
+@click.option("--db", type=click.Path(dir_okay=False), help="Pin this memory database (default: the user-wide one).")
+@click.option("--backend", type=click.Choice(BACKENDS), help="Pin a default evaluation backend.")
+@click.pass_context
+@handle_errors
+def lsp_config(ctx: click.Context, editor: str, db: str | None, backend: str | None) -> None:
+    """Print the editor configuration that starts this environment's `sage-lsp`.
+
+    neovim: an init.lua snippet for neovim 0.7 and later; helix: a
+    languages.toml. The command is the absolute path of this environment's
+    `sage-lsp`, so the editor needs no activated virtualenv.
+    """
+    click.echo(editor_config(editor, lsp_command(db=_pinned_db(ctx, db), backend=backend)), nl=False)
+    err_console.print(f"# {where(editor)}", highlight=False)
+
+
+def _pinned_db(ctx: click.Context, db: str | None) -> str | None:
+    """The database to pin in a client's configuration: this command's --db,
+    or a --db given to `sage` itself on the command line. SAGE_DB from the
+    shell does not count, since the editor may not share that shell."""
+    root = ctx.find_object(State)
+    if db is None and root is not None and ctx.parent is not None and ctx.parent.parent is not None:
+        if ctx.parent.parent.get_parameter_source("db") == click.core.ParameterSource.COMMANDLINE:
+            return root.db
+    return db

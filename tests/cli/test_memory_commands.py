@@ -90,3 +90,26 @@ def test_show_prints_the_utility_history_after_an_episode(tmp_path):
     shown = json.loads(sage(db, "--json", "memory", "show", str(adopted)).output)
     assert [(h["episode_id"], h["adopted"]) for h in shown["history"]] == [(r.episode_id, True)]
     assert "utility history" in sage(db, "memory", "show", str(adopted)).output
+
+
+def test_episodes_list_and_stats_count_the_episodes_closed_without_evidence(tmp_path):
+    from sage_engine.config import Config
+    from sage_engine.engine import Engine
+    from tests.conftest import make_result
+
+    db = tmp_path / "m.db"
+    with Engine(Config(db_path=db, auto_consolidate_every=0)) as eng:
+        eng.init()
+        for _ in range(3):  # browsing: each retrieval closes the previous one, with nothing tried
+            browsed = eng.retrieve("ub overflow block size", client="c")
+        eng.record_result(make_result("correct", 1.0), episode_id=browsed.episode_id)
+        eng.close_episode(browsed.episode_id)
+    listed = sage(db, "episodes", "list")
+    assert "in this memory, 2 of 3 closed episodes closed without evidence" in " ".join(listed.output.split())
+    assert "no evidence" in listed.output and "next retrieval" in listed.output
+    rows = json.loads(sage(db, "--json", "episodes", "list").output)
+    assert [(e["close_reason"], e["credited"]) for e in rows] == [("explicit", True), ("next_retrieval", False),
+                                                                  ("next_retrieval", False)]
+    stats = json.loads(sage(db, "--json", "memory", "stats").output)
+    assert stats["episodes_closed"] == 3 and stats["episodes_without_evidence"] == 2
+    assert "closed without evidence" in sage(db, "memory", "stats").output

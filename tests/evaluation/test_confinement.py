@@ -10,8 +10,10 @@ need it skip with the reason where this host cannot confine.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -133,6 +135,40 @@ def test_bubblewrap_failing_at_run_time_is_a_sandbox_error_with_its_message(harn
     assert result.status == "sandbox_error" and not result.correct
     assert "bwrap:" in result.message and "sage-no-such-device" in result.message
     assert harness.evaluate(RELU, GOOD).status == "correct"  # never run unconfined instead, and nothing broke
+
+
+def _linked_venv() -> tuple[Path, Path]:
+    """(folder to remove, this virtualenv's python) reached through a link
+    under /tmp, which the sandbox covers with a /tmp of its own."""
+    links = Path(tempfile.mkdtemp(prefix="sage-linked-venv-", dir="/tmp"))
+    (links / "venv").symlink_to(sys.prefix, target_is_directory=True)
+    return links, links / "venv" / Path(sys.executable).relative_to(sys.prefix)
+
+
+def test_an_interpreter_is_resolved_through_its_folders_but_keeps_its_own_name():
+    links, python = _linked_venv()
+    try:
+        resolved = confine.interpreter_path(str(python))
+        # The virtualenv's own bin/python (a link to the base interpreter) stays: Python finds
+        # pyvenv.cfg beside the path it was started by.
+        assert resolved == str(Path(sys.prefix).resolve() / Path(sys.executable).relative_to(sys.prefix))
+        assert Launch(python=str(python)).python == resolved == Launch(python=resolved).python
+        assert confine.interpreter_path("python3") == "python3"
+    finally:
+        shutil.rmtree(links)
+
+
+@needs_bwrap
+def test_a_virtualenv_reached_through_a_symlink_under_tmp_evaluates_in_the_sandbox(harness):
+    links, python = _linked_venv()
+    backend = harness.backend("cpu")
+    try:
+        outcome = harness.pool.run(backend.build_request(RELU, GOOD, 1), Launch(python=str(python)), lambda event: None)
+    finally:
+        shutil.rmtree(links)
+    result = results.from_outcome(outcome, base=backend.base_fields(RELU, GOOD), timeout_s=60.0, max_tasks=MAX_TASKS,
+                                  timing_representative=True, suspicious_speedup=harness.config.suspicious_speedup)
+    assert result.status == "correct", result.message
 
 
 # ------------------------------------------------------------ cancellation and fairness

@@ -104,7 +104,7 @@ local function scenario()
   -- (neovim cannot be asked to refresh lenses).
   local other = open("kernels/other.py")
   out.other_lens_before = title(other)
-  vim.fn.system({ "sage", "bench", root .. "/kernels/other.py", "--task", root .. "/double.py" })
+  vim.fn.system({ os.getenv("SAGE_NVIM_SAGE") or "sage", "bench", root .. "/kernels/other.py", "--task", root .. "/double.py" })
   out.cli_exit = vim.v.shell_error
   vim.cmd("doautocmd CursorHold")
   wait("the lens to show the CLI's result", 30000, function()

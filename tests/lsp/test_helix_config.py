@@ -1,12 +1,14 @@
-"""The helix `languages.toml` in docs/editor.md, checked without a helix
-binary (helix is not packaged for Debian 12): it parses as TOML, uses only
-keys helix documents (docs.helix-editor.com/languages.html), and the server
-line it configures starts `sage-lsp` and accepts its `config` the way helix
-sends it (as initializationOptions)."""
+"""The helix `languages.toml` in docs/editor.md, and the one `sage lsp config
+--editor helix` prints, checked without a helix binary (helix is not
+packaged for Debian 12): each parses as TOML, uses only keys helix documents
+(docs.helix-editor.com/languages.html), and the server line it configures
+starts `sage-lsp` and accepts its `config` the way helix sends it (as
+initializationOptions)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -35,8 +37,15 @@ def documented_config() -> dict:
     return tomllib.loads(block)
 
 
-def test_the_helix_configuration_uses_only_keys_helix_documents():
-    config = documented_config()
+def printed_config(*args: str) -> dict:
+    sage = Path(sys.executable).with_name("sage")
+    printed = subprocess.run([str(sage), "lsp", "config", "--editor", "helix", *args],
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    return tomllib.loads(printed.stdout)
+
+
+def check_keys(config: dict) -> None:
     assert set(config) == {"language-server", "language"}
     server = config["language-server"]["sage"]
     assert set(server) <= SERVER_KEYS and isinstance(server["command"], str)
@@ -48,13 +57,20 @@ def test_the_helix_configuration_uses_only_keys_helix_documents():
         assert "sage" in entry["language-servers"]  # the name of the [language-server.sage] table
 
 
-async def test_the_helix_server_line_starts_sage_lsp_and_accepts_its_config(start_lsp, workspace):
-    server = documented_config()["language-server"]["sage"]
-    executable = Path(sys.executable).with_name(server["command"])
-    assert executable.is_file(), f"{server['command']} is not installed beside {sys.executable}"
-    # The documented args on the documented command (what helix runs), plus the test's database.
-    lsp = await start_lsp("neovim", init_options=server["config"],
-                          command=[str(executable), *server["args"], "--db", str(workspace.db)])
+def test_the_helix_configuration_uses_only_keys_helix_documents():
+    check_keys(documented_config())
+
+
+def test_the_printed_helix_configuration_names_this_sage_lsp_by_its_absolute_path(tmp_path):
+    config = printed_config("--db", str(tmp_path / "m.db"), "--backend", "triton")
+    check_keys(config)
+    server = config["language-server"]["sage"]
+    assert server["command"] == str(Path(sys.executable).with_name("sage-lsp"))
+    assert server["args"] == ["--db", str((tmp_path / "m.db").resolve()), "--backend", "triton", "--poll-seconds", "3"]
+    assert server["config"] == documented_config()["language-server"]["sage"]["config"]
+
+
+async def code_action_and_hover(lsp, workspace) -> None:
     assert lsp.messages == []  # the config was accepted: no warning about a setting
     uri = open_doc(lsp, workspace.write("kernels/good.py", GOOD))
     at = types.Range(start=types.Position(line=6, character=0), end=types.Position(line=6, character=0))
@@ -64,3 +80,20 @@ async def test_the_helix_server_line_starts_sage_lsp_and_accepts_its_config(star
     hover = await lsp.text_document_hover_async(types.HoverParams(
         text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
     assert "`ModelNew` (candidate module)" in hover.contents.value
+
+
+async def test_the_helix_server_line_starts_sage_lsp_and_accepts_its_config(start_lsp, workspace):
+    server = documented_config()["language-server"]["sage"]
+    executable = Path(sys.executable).with_name(server["command"])
+    assert executable.is_file(), f"{server['command']} is not installed beside {sys.executable}"
+    # The documented args on the documented command (what helix runs), plus the test's database.
+    lsp = await start_lsp("neovim", init_options=server["config"],
+                          command=[str(executable), *server["args"], "--db", str(workspace.db)])
+    await code_action_and_hover(lsp, workspace)
+
+
+async def test_the_printed_helix_server_line_starts_as_it_is(start_lsp, workspace):
+    server = printed_config("--db", str(workspace.db))["language-server"]["sage"]
+    # Exactly what helix would run: the database is pinned in the printed args.
+    lsp = await start_lsp("neovim", init_options=server["config"], command=[server["command"], *server["args"]])
+    await code_action_and_hover(lsp, workspace)

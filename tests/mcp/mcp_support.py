@@ -81,3 +81,35 @@ def stdio_params(config: Config, cwd: Path, **env: str) -> StdioServerParameters
 
 def text(result) -> str:
     return result.content[0].text if result.content else ""
+
+
+# A value of the wrong JSON type for each schema type.
+WRONG_VALUE = {"string": 5, "integer": "x", "number": "x", "boolean": "maybe", "array": "x", "object": 5}
+# What a validator's own report carries and a caller cannot act on.
+VALIDATOR_INTERNALS = ("validation error", "Arguments", "[type=", "input_value", "input_type", "pydantic",
+                       "For further information", "Input should")
+
+
+def schema_violations(tools) -> list[tuple[str, str, dict]]:
+    """(tool, parameter, arguments) for every listed tool that has
+    parameters: its first required parameter (else its first) of the wrong
+    type, every other required one left out of the way with a valid value."""
+    calls = []
+    for tool in tools:
+        props = tool.input_schema.get("properties", {})
+        if not props:
+            continue
+        required = tool.input_schema.get("required", [])
+        param = required[0] if required else next(iter(props))
+        kind = props[param].get("type") or next(o["type"] for o in props[param]["anyOf"] if o["type"] != "null")
+        args = {name: ("x" if props[name].get("type") == "string" else 1) for name in required}
+        calls.append((tool.name, param, {**args, param: WRONG_VALUE[kind]}))
+    return calls
+
+
+def assert_phrased(tool: str, param: str, message: str) -> None:
+    """A schema violation says which parameter and what it must be, as an
+    `invalid_input` refusal, with nothing of the validator's own report."""
+    assert message.startswith(f"Error executing tool {tool}: invalid_input: {param} must be "), message
+    assert "; got " in message, message
+    assert not [w for w in VALIDATOR_INTERNALS if w in message], message

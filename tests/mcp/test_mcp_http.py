@@ -19,6 +19,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from sage_engine.engine import Engine
 from sage_mcp.http_transport import BearerAuth, is_loopback, load_or_create_token
+from tests.mcp.mcp_support import assert_phrased, schema_violations, text
 
 SAGE = Path(sys.executable).parent / "sage"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -105,6 +106,21 @@ async def test_a_client_with_the_token_runs_a_real_session_over_http(served):
         with pytest.RaisesGroup(MCPError, flatten_subgroups=True):
             async with Client(streamable_http_client(url, http_client=http)) as c:
                 await c.call_tool("ping", {})
+
+
+async def test_a_schema_error_over_http_names_the_parameter_of_every_tool(served):
+    url, token, _ = served
+    with anyio.fail_after(60):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(url, http_client=http)) as c:
+            calls = schema_violations((await c.list_tools()).tools)
+            assert len(calls) >= 10
+            for tool, param, arguments in calls:
+                r = await c.call_tool(tool, arguments)
+                assert r.is_error
+                assert_phrased(tool, param, text(r))
+            r = await c.call_tool("retrieve_rules", {"task": "silu", "k": 0})
+            assert text(r) == "Error executing tool retrieve_rules: invalid_input: k must be between 1 and 50; got 0"
 
 
 def test_a_non_loopback_bind_needs_allow_remote(tmp_path):

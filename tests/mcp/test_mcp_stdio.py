@@ -7,7 +7,8 @@ import pytest
 
 import anyio
 from mcp import Client
-from tests.mcp.mcp_support import SILU_CPU, seed, stdio_params, text
+from tests.conftest import make_result
+from tests.mcp.mcp_support import SILU_CPU, assert_phrased, schema_violations, seed, stdio_params, text
 
 from sage_engine.engine import Engine
 from sage_engine.models import AdoptionReport, EvalResult, RetrievalResult
@@ -66,6 +67,11 @@ async def test_a_stdio_client_runs_a_whole_episode_and_utilities_move_as_atu_say
         assert {r["item_id"] for r in log} == shown
 
 
+def _attempt(config, episode_id: int) -> None:
+    with Engine(config) as engine:
+        engine.record_result(make_result("correct"), episode_id=episode_id)
+
+
 async def test_two_server_processes_on_one_database_lose_no_adoption(config, tmp_path):
     ids = seed(config)
     per_client, servers = 6, 2
@@ -75,6 +81,8 @@ async def test_two_server_processes_on_one_database_lose_no_adoption(config, tmp
         r = await c.call_tool("retrieve_rules", {"task": f"silu variant {n} sigmoid float32", "k": 3})
         episode_id = r.structured_content["episode_id"]
         pick = r.structured_content["items"][n % len(r.structured_content["items"])]["id"]
+        # An attempt, stored by a third process: without one the close credits nothing.
+        await anyio.to_thread.run_sync(_attempt, config, episode_id)
         r = await c.call_tool("record_adoption", {"episode_id": episode_id, "adopted": [{"id": pick, "evidence": f"run {n}"}]})
         assert not r.is_error, text(r)
         closed.append(AdoptionReport.model_validate(r.structured_content))
@@ -100,3 +108,16 @@ async def test_two_server_processes_on_one_database_lose_no_adoption(config, tmp
         shown = q("SELECT COUNT(*) FROM (SELECT DISTINCT episode_id, item_id FROM retrievals) AS s")
         assert q("SELECT COUNT(*) FROM utility_log") == shown == q("SELECT CAST(SUM(n_credited) AS BIGINT) FROM items")
         assert len({r["client"] for r in engine.store.rows("SELECT DISTINCT client FROM episodes")}) == servers
+
+
+async def test_a_schema_error_over_stdio_names_the_parameter_of_every_tool(config, tmp_path):
+    with anyio.fail_after(120):
+        async with Client(stdio_params(config, tmp_path)) as c:
+            calls = schema_violations((await c.list_tools()).tools)
+            assert len(calls) >= 10
+            for tool, param, arguments in calls:
+                r = await c.call_tool(tool, arguments)
+                assert r.is_error
+                assert_phrased(tool, param, text(r))
+            r = await c.call_tool("retrieve_rules", {"task": "silu", "k": 0})
+            assert text(r) == "Error executing tool retrieve_rules: invalid_input: k must be between 1 and 50; got 0"

@@ -6,7 +6,17 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp import MCPError
-from tests.mcp.mcp_support import SILU_CPU, WRONG_SILU, connect, fast, seed, text
+from tests.conftest import make_result
+from tests.mcp.mcp_support import (
+    SILU_CPU,
+    WRONG_SILU,
+    assert_phrased,
+    connect,
+    fast,
+    schema_violations,
+    seed,
+    text,
+)
 
 from sage_engine.engine import Engine
 from sage_engine.models import (
@@ -93,6 +103,69 @@ async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_d
         assert all(engine.get_item(i).utility < 0 for i in set(shown) - {adopted})
 
 
+# What credit may change on an item; browsing must leave all of it alone.
+LEARNED = ("utility", "n_adopted", "n_credited", "adoption_rate", "operators_adopted", "families_adopted", "status")
+
+
+def learned(config) -> dict[int, tuple]:
+    with Engine(config) as engine:
+        return {i.id: tuple(getattr(i, f) for f in LEARNED) for i in engine.list_items(limit=1000)}
+
+
+async def test_twelve_retrievals_without_an_evaluation_leave_every_utility_unchanged(config):
+    # Automatic consolidation every 2 credited closes: browsing must not make one due either.
+    config = config.replace(auto_consolidate_every=2)
+    ids = seed(config)
+    before = learned(config)
+    async with connect(config) as c:
+        episodes = []
+        for _ in range(12):
+            r = await c.call_tool("retrieve_rules", {"task": "silu"})
+            assert not r.is_error, text(r)
+            episodes.append(r.structured_content["episode_id"])
+        # The last one adopts an item and closes without having evaluated anything.
+        r = await c.call_tool("record_adoption", {"episode_id": episodes[-1], "adopted": [{"id": ids[0]}]})
+        report = AdoptionReport.model_validate(r.structured_content)
+        assert report.closed and not report.credited and report.reward is None and not report.updates
+        assert report.close_reason == "explicit" and report.consolidation is None
+        stats = MemoryStats.model_validate((await c.call_tool("memory_stats", {})).structured_content)
+        first = EpisodeDetail.model_validate((await c.call_tool("show_episode", {"episode_id": episodes[0]})).structured_content)
+        last = EpisodeDetail.model_validate((await c.call_tool("show_episode", {"episode_id": episodes[-1]})).structured_content)
+    assert learned(config) == before
+    assert stats.episodes_closed == stats.episodes_without_evidence == 12
+    assert stats.utility_updates == 0 and stats.consolidations == 0 and stats.resident_rules == 0
+    assert first.shown and (first.status, first.close_reason, first.credited, first.reward) == ("closed", "next_retrieval", False, None)
+    assert not first.updates
+    assert [a.id for a in last.adopted] == [ids[0]] and last.credited is False  # kept, but counted for nothing
+
+
+async def test_an_evaluated_adopted_episode_after_browsing_is_credited(config):
+    config = fast(config)
+    ids = seed(config)
+    async with connect(config) as c:
+        for _ in range(2):
+            await c.call_tool("retrieve_rules", {"task": "silu", "k": 3})
+        r = await c.call_tool("retrieve_rules", {"task": "silu", "k": 3})
+        retrieval = RetrievalResult.model_validate(r.structured_content)
+        shown = {i.id for i in retrieval.items}
+        adopted = ids[0]
+        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "trials": 1,
+                                                    "episode_id": retrieval.episode_id, "adopted_ids": [adopted]})
+        assert EvalResult.model_validate(r.structured_content).status == "correct", text(r)
+        r = await c.call_tool("record_adoption", {"episode_id": retrieval.episode_id,
+                                                  "adopted": [{"id": adopted, "evidence": "float32 sigmoid"}]})
+        report = AdoptionReport.model_validate(r.structured_content)
+        stats = MemoryStats.model_validate((await c.call_tool("memory_stats", {})).structured_content)
+    assert report.closed and report.credited and report.close_reason == "explicit" and report.reward > 0
+    moved = {u.item_id: u for u in report.updates}
+    assert set(moved) == shown and moved[adopted].after > moved[adopted].before == 0.0
+    assert all(moved[i].after < moved[i].before for i in shown - {adopted})
+    assert stats.episodes_without_evidence == 2 and stats.utility_updates == len(shown)
+    with Engine(config) as engine:
+        item = engine.get_item(adopted)
+        assert item.n_adopted == 1 and item.n_credited == 1 and item.utility == pytest.approx(moved[adopted].after)
+
+
 async def test_a_failing_kernel_is_a_result_and_the_server_answers_while_it_runs(config):
     config = fast(config)
     async with connect(config) as c:
@@ -144,6 +217,8 @@ async def test_record_adoption_can_keep_the_episode_open_and_close_it_later(conf
         r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[1]}], "close": False})
         report = AdoptionReport.model_validate(r.structured_content)
         assert not report.closed and report.reward is None and not report.updates
+        with Engine(config) as engine:  # an attempt stored by another process: the evidence credit needs
+            engine.record_result(make_result("correct"), episode_id=episode)
         r = await c.call_tool("record_adoption", {"episode_id": episode})
         report = AdoptionReport.model_validate(r.structured_content)
         assert report.closed and {u.item_id for u in report.updates if u.adopted} == {ids[1]}
@@ -167,7 +242,7 @@ async def test_retrieving_again_for_the_same_task_closes_that_clients_previous_e
     assert status == {first: "closed", theirs: "open", elsewhere: "open", second: "open"}
 
 
-async def test_the_background_sweep_closes_and_credits_an_idle_episode(config):
+async def test_the_background_sweep_closes_an_idle_episode_and_credits_it_only_with_an_attempt(config):
     # Long enough that retrieve_rules finishes before its episode counts as idle.
     config = config.replace(episode_idle_s=1.0)
     swept: list[int] = []
@@ -175,17 +250,24 @@ async def test_the_background_sweep_closes_and_credits_an_idle_episode(config):
 
     def on_sweep(reports):
         swept.extend(r.episode_id for r in reports)
-        if swept:
+        if len(swept) == 2:
             closed.set()
 
     seed(config)
     async with connect(config, on_sweep=on_sweep) as c:
-        episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        browsed = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+        tried = (await c.call_tool("retrieve_rules", {"task": "gelu"})).structured_content["episode_id"]
+        with Engine(config) as engine:
+            engine.record_result(make_result("incorrect"), episode_id=tried)
         with anyio.fail_after(10):
             await closed.wait()
-        r = await c.call_tool("show_episode", {"episode_id": episode})
-    assert swept == [episode]
-    assert r.structured_content["status"] == "closed" and r.structured_content["reward"] == pytest.approx(-config.delta)
+        browsed_, tried_ = [EpisodeDetail.model_validate((await c.call_tool("show_episode", {"episode_id": e})).structured_content)
+                            for e in (browsed, tried)]
+    assert sorted(swept) == [browsed, tried]
+    assert (browsed_.status, browsed_.close_reason, browsed_.credited, browsed_.reward) == ("closed", "idle", False, None)
+    assert not browsed_.updates
+    assert (tried_.status, tried_.close_reason, tried_.credited) == ("closed", "idle", True)
+    assert tried_.reward == pytest.approx(-config.delta) and tried_.updates
 
 
 async def test_closing_every_nth_episode_consolidates_automatically(config):
@@ -195,6 +277,8 @@ async def test_closing_every_nth_episode_consolidates_automatically(config):
         reports = []
         for _ in range(2):
             episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+            with Engine(config) as engine:
+                engine.record_result(make_result("correct"), episode_id=episode)
             r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[0]}]})
             reports.append(AdoptionReport.model_validate(r.structured_content))
     assert reports[0].consolidation is None
@@ -302,7 +386,25 @@ async def test_k_outside_its_bounds_is_refused_and_the_schema_says_so(config):
         assert any(option.get("minimum") == 1 and option.get("maximum") == 50 for option in k["anyOf"])
         for bad in (0, 51):
             r = await c.call_tool("retrieve_rules", {"task": "silu", "k": bad})
-            assert r.is_error and "k" in text(r)
+            assert r.is_error and text(r) == f"Error executing tool retrieve_rules: invalid_input: k must be between 1 and 50; got {bad}"
+
+
+async def test_a_schema_error_says_what_to_fix_in_the_words_of_every_tools_parameters(config):
+    async with connect(config) as c:
+        tools = (await c.list_tools()).tools
+        calls = schema_violations(tools)
+        assert len(calls) == len([t for t in tools if t.input_schema.get("properties")]) >= 10
+        for tool, param, arguments in calls:
+            r = await c.call_tool(tool, arguments)
+            assert r.is_error
+            assert_phrased(tool, param, text(r))
+        # Nested values are named by their path, with the schema's whole range.
+        r = await c.call_tool("record_adoption", {"episode_id": 1, "adopted": [{"id": 1, "weight": 2}]})
+        assert text(r).endswith("invalid_input: adopted[0].weight must be greater than 0 and at most 1; got 2")
+        r = await c.call_tool("record_adoption", {"episode_id": 1, "lesson": {"title": "t"}, "close": "maybe"})
+        assert text(r).endswith("invalid_input: lesson.content is required. close must be true or false; got \"maybe\"")
+        r = await c.call_tool("compile_and_bench", {"candidate": "x", "task": "silu", "adopted_ids": "1,2"})
+        assert "adopted_ids must be a list of integers between 1 and " in text(r)
 
 
 async def test_expected_refusals_are_logged_without_tracebacks(config, caplog):
@@ -312,6 +414,10 @@ async def test_expected_refusals_are_logged_without_tracebacks(config, caplog):
     async with connect(config) as c:
         await c.call_tool("show_item", {"item_id": 99})
         await c.call_tool("record_adoption", {"episode_id": 4242})
+        await c.call_tool("retrieve_rules", {"task": "silu", "k": 987654})
         with pytest.raises(MCPError):
             await c.get_prompt("nope", {})
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    # A rejected argument is logged by name; its value is the caller's data.
+    assert any("'k'" in r.getMessage() for r in caplog.records)
+    assert not [r for r in caplog.records if "987654" in r.getMessage()]

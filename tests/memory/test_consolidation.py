@@ -138,10 +138,12 @@ def test_a_global_rulebook_penalises_an_unadopted_rule_only_on_tasks_it_matches(
 
     unrelated = engine.retrieve("embedding table lookup")
     assert [r.id for r in unrelated.resident_rules] == [rule.id]
+    engine.record_result(make_result("correct", 1.0), episode_id=unrelated.episode_id)
     engine.close_episode(unrelated.episode_id)
     assert engine.get_item(rule.id).utility == before
 
     related = engine.retrieve("grid loop over blocks for a softmax kernel")
+    engine.record_result(make_result("correct", 1.0), episode_id=related.episode_id)
     engine.close_episode(related.episode_id)
     assert engine.get_item(rule.id).utility < before
     engine.close()

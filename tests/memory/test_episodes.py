@@ -123,13 +123,19 @@ def test_a_new_retrieval_by_the_same_client_and_task_closes_the_previous_episode
     assert engine.get_episode(second.episode_id).status == "open"
 
 
-def test_idle_episodes_are_closed_and_credited(config):
-    with Engine(config.replace(episode_idle_s=0.0)) as eng:
-        seed(eng)
-        r = eng.retrieve("row softmax kernel")
-        closed = eng.close_idle_episodes()
-        assert [c.episode_id for c in closed] == [r.episode_id]
-        assert eng.get_episode(r.episode_id).reward == pytest.approx(-eng.config.delta)
+def test_idle_episodes_are_closed_and_only_those_with_an_attempt_are_credited(config, engine):
+    seed(engine)
+    tried = engine.retrieve("row softmax kernel", client="a")
+    engine.record_result(make_result("compile_error"), episode_id=tried.episode_id)
+    browsed = engine.retrieve("row softmax kernel", client="b")
+    with Engine(config.replace(episode_idle_s=0.0)) as eng:  # both count as idle now
+        closed = {c.episode_id: c for c in eng.close_idle_episodes()}
+        assert set(closed) == {tried.episode_id, browsed.episode_id}
+        assert closed[tried.episode_id].credited and closed[tried.episode_id].close_reason == "idle"
+        assert eng.get_episode(tried.episode_id).reward == pytest.approx(-eng.config.delta)
+        assert not closed[browsed.episode_id].credited and not closed[browsed.episode_id].updates
+        episode = eng.get_episode(browsed.episode_id)
+        assert (episode.status, episode.reward, episode.close_reason, episode.credited) == ("closed", None, "idle", False)
 
 
 def test_retrieval_logs_exactly_what_was_shown(engine):
@@ -201,7 +207,7 @@ def test_an_error_inside_record_adoption_leaves_nothing_stored(engine, monkeypat
     a, *_ = seed(engine)
     r = engine.retrieve("row softmax kernel")
 
-    def broken_close(episode_id):
+    def broken_close(episode_id, reason):
         raise Conflict("closed by a concurrent caller")
 
     monkeypatch.setattr(engine.episodes, "_close", broken_close)

@@ -32,6 +32,21 @@ def test_migrations_are_recorded_and_reopening_applies_nothing_new(config):
             assert eng.store.scalar("PRAGMA journal_mode") == "wal"
 
 
+def test_a_memory_from_before_close_reasons_migrates_and_its_closed_episodes_stay_credited(config):
+    with Engine(config) as eng:
+        populate(eng)
+        credited = {e.id: e.reward for e in eng.list_episodes(status="closed")}
+        # Back to the schema before 0005: no close_reason column, no record of it.
+        eng.store.run("ALTER TABLE episodes DROP COLUMN close_reason")
+        eng.store.run("DELETE FROM migrations WHERE name = '0005_close_reason'")
+    with Engine(config) as eng:
+        assert eng.schema_status()["pending"] == []
+        episodes = eng.list_episodes(status="closed")
+        assert {e.id: e.reward for e in episodes} == credited and len(credited) == 3
+        assert all(e.credited and e.close_reason is None for e in episodes)
+        assert eng.stats().episodes_without_evidence == 0
+
+
 def test_servers_opening_a_new_memory_at_once_all_succeed(tmp_path):
     # Each one switches the new file to WAL and migrates it; SQLite answers
     # all but one "locked" at once, without waiting on its busy timeout.

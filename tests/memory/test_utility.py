@@ -13,6 +13,12 @@ from sage_engine.memory.utility import (
 )
 
 
+def test_an_episode_without_an_attempt_earns_no_reward_at_all():
+    # Nothing was measured, so there is nothing to credit: not -delta.
+    assert episode_reward([], Config()) is None
+    assert episode_reward(iter([]), Config(reward_mode="paper")) is None
+
+
 def test_episode_without_a_correct_kernel_earns_minus_delta():
     r, parts = episode_reward([AttemptOutcome(False), AttemptOutcome(False)], Config(delta=0.3))
     assert r == pytest.approx(-0.3) and parts == {"no_correct": -0.3}

@@ -7,7 +7,11 @@ the server."""
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -101,6 +105,26 @@ async def test_an_evaluation_runs_on_a_host_with_the_resource_and_streams_progre
     with Engine(config) as engine:
         assert engine.store.scalar("SELECT host FROM attempts WHERE id = 1") == result.host
         assert engine.stats().attempts == 1
+
+
+async def test_a_host_running_python_through_a_symlinked_virtualenv_evaluates_in_the_sandbox(ray_cluster, tmp_path):
+    # The virtualenv reached through a link under /tmp, which the sandbox
+    # covers with its own /tmp: the link's path does not exist inside it.
+    links = Path(tempfile.mkdtemp(prefix="sage-linked-venv-", dir="/tmp"))
+    (links / "venv").symlink_to(sys.prefix, target_is_directory=True)
+    python = links / "venv" / Path(sys.executable).relative_to(sys.prefix)
+    ray_cluster.add_worker("linked", {"LINKED": 1}, python=str(python))
+    try:
+        ray_cluster.wait_for_nodes()
+        config = ray_config(ray_cluster, tmp_path, ray_resources={"cpu": {"LINKED": 1}})
+        async with connect(config, within=240) as c:
+            r = await c.call_tool("compile_and_bench", {"candidate": candidate(), "task": REFERENCE})
+        result = EvalResult.model_validate(r.structured_content)
+        assert result.status == "correct", result.message
+        assert result.confinement.startswith("bubblewrap") and result.speedup is not None
+    finally:
+        ray_cluster.remove_worker("linked")
+        shutil.rmtree(links)
 
 
 async def bench_and_kill_its_host(config: Config, cluster) -> tuple[EvalResult, object]:

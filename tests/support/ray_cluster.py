@@ -131,7 +131,7 @@ class Cluster:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _start(self, name: str, args: list[str], resources: dict[str, float]) -> Node:
+    def _start(self, name: str, args: list[str], resources: dict[str, float], python: str | None = None) -> Node:
         """Start a node and wait until `ray start` says it runs. One at a time:
         nodes registering at once can time a `ray start` out ("Failed to get
         node info: Deadline Exceeded") while its raylet process exists, and a
@@ -139,8 +139,10 @@ class Cluster:
         for _ in range(2):
             log_path = self.temp / f"{name}.log"
             with open(log_path, "wb") as log:
+                # A node's workers run on the interpreter that ran `ray start`.
                 proc = subprocess.Popen(
-                    [str(RAY), "start", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
+                    [*([python] if python else []), str(RAY), "start", "--block", "--disable-usage-stats",
+                     "--node-ip-address", "127.0.0.1",
                      "--resources", json.dumps(resources), *args],
                     stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                     env={**os.environ, **self.env},
@@ -165,11 +167,19 @@ class Cluster:
                                          "--dashboard-host", "127.0.0.1", "--dashboard-port", str(_free_port())],
                                 {"sage_test_head": 1})
 
-    def add_worker(self, name: str, labels: dict[str, float], num_cpus: int = 1) -> Node:
+    def add_worker(self, name: str, labels: dict[str, float], num_cpus: int = 1, python: str | None = None) -> Node:
+        """A worker node; `python` runs its `ray start` (and so its workers)
+        instead of this virtualenv's interpreter."""
         node = self._start(name, ["--address", self.address, "--num-cpus", str(num_cpus)],
-                           {**labels, f"sage_test_{name}": 1})
+                           {**labels, f"sage_test_{name}": 1}, python)
         self.workers[name] = node
         return node
+
+    def remove_worker(self, name: str) -> None:
+        """Stop a worker node and leave it out of what wait_for_nodes expects."""
+        node = self.workers.pop(name)
+        node.stop()
+        self.starting.remove(node)
 
     def wait_for_nodes(self) -> None:
         """Until Ray sees exactly the nodes started and not killed: each

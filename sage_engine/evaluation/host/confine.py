@@ -158,6 +158,18 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def interpreter_path(python: str) -> str:
+    """The interpreter as the sandbox can reach it: the folders above it
+    resolved, its own name kept. Through a symlinked folder (a virtualenv
+    reached by a link under /tmp, which the sandbox covers with its own)
+    the path does not exist inside; resolving the file itself would leave
+    the virtualenv (its bin/python links to the base interpreter, and Python
+    finds pyvenv.cfg beside the path it was started by)."""
+    if not os.path.isabs(python):
+        return python
+    return os.path.join(os.path.realpath(os.path.dirname(python)), os.path.basename(python))
+
+
 def python_paths(python: str) -> list[str]:
     """What an interpreter needs to start and import its packages: its venv,
     the installation the venv was made from, and (for this very interpreter)

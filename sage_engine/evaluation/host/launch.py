@@ -64,6 +64,11 @@ class Launch:
     # so tasks with their own helpers get workers of their own.
     readable: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Every executor and backend starts workers from a Launch: the
+        # interpreter is resolved here, once, the same way for all of them.
+        object.__setattr__(self, "python", confine.interpreter_path(self.python))
+
     def environment(self, threads: int) -> dict[str, str]:
         pythonpath = os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH", "")) if p)
         extra = {

@@ -9,7 +9,7 @@ transaction per tool call:
 
     with store.transaction():          # a write transaction (the default)
         row = store.episodes.get(7)
-        store.episodes.close(7, reward, parts, now)
+        store.episodes.close(7, reward, parts, now, "explicit")
 
 Inside a transaction every statement of the calling thread runs on the same
 connection; outside one, each statement commits on its own. Write

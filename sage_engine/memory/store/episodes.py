@@ -32,24 +32,25 @@ class EpisodeRecords:
             raise NotFound(f"no episode with id {episode_id}; start one with retrieve_rules")
         return row
 
-    def idle(self, cutoff: float, *, client: str | None = None, task: str | None = None) -> list[int]:
+    def idle(self, cutoff: float, *, client: str | None = None, task: str | None = None) -> list[Row]:
         """Open episodes idle since `cutoff`, and (given a client and task)
-        that client's open episode for that task, which a new retrieval ends."""
-        rows = self.store.rows(
-            "SELECT id FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?)) ORDER BY id",
+        that client's open episode for that task, which a new retrieval ends:
+        their id and last_activity."""
+        return self.store.rows(
+            "SELECT id, last_activity FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?))"
+            " ORDER BY id",
             (cutoff, client, task))
-        return [r["id"] for r in rows]
 
     def touch(self, episode_id: int, now: float) -> None:
         self.store.run("UPDATE episodes SET last_activity = ? WHERE id = ?", (now, episode_id))
 
-    def close(self, episode_id: int, reward: float, reward_parts: str, now: float) -> bool:
-        """Close an open episode; False if it was not open any more (so two
-        closers can never both credit it)."""
+    def close(self, episode_id: int, reward: float | None, reward_parts: str | None, now: float, reason: str) -> bool:
+        """Close an open episode (reward None: closed without credit); False
+        if it was not open any more (so two closers can never both credit it)."""
         changed = self.store.count(
-            "UPDATE episodes SET status = 'closed', reward = ?, reward_parts = ?, closed_at = ?, last_activity = ? "
-            "WHERE id = ? AND status = 'open'",
-            (reward, reward_parts, now, now, episode_id),
+            "UPDATE episodes SET status = 'closed', reward = ?, reward_parts = ?, closed_at = ?, last_activity = ?,"
+            " close_reason = ? WHERE id = ? AND status = 'open'",
+            (reward, reward_parts, now, now, reason, episode_id),
         )
         return changed == 1
 
@@ -68,8 +69,14 @@ class EpisodeRecords:
     def counts_by_status(self) -> dict[str, int]:
         return {r["status"]: int(r["n"]) for r in self.store.rows("SELECT status, COUNT(*) AS n FROM episodes GROUP BY status")}
 
-    def closed_since(self, ts: float) -> int:
-        return int(self.store.scalar("SELECT COUNT(*) AS n FROM episodes WHERE status = 'closed' AND closed_at > ?", (ts,)))
+    def without_evidence(self) -> int:
+        """Closed episodes that were not credited: they had no attempt."""
+        return int(self.store.scalar("SELECT COUNT(*) AS n FROM episodes WHERE status = 'closed' AND reward IS NULL"))
+
+    def credited_since(self, ts: float) -> int:
+        """Episodes closed with credit after `ts` (what makes consolidation due)."""
+        return int(self.store.scalar(
+            "SELECT COUNT(*) AS n FROM episodes WHERE status = 'closed' AND reward IS NOT NULL AND closed_at > ?", (ts,)))
 
     # ------------------------------------------------------------- retrievals
 

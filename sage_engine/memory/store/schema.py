@@ -31,7 +31,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     ),
     "episodes": (
         "id", "task", "operator", "family", "backend", "hardware", "client", "scope", "status", "reward",
-        "reward_parts", "created_at", "last_activity", "closed_at", "author",
+        "reward_parts", "created_at", "last_activity", "closed_at", "author", "close_reason",
     ),
     "retrievals": (
         "id", "episode_id", "item_id", "rank", "score", "similarity", "exploration", "utility", "resident",
@@ -242,6 +242,13 @@ _RULE_SCOPE = """
     ALTER TABLE items ADD COLUMN rule_triggers TEXT NOT NULL DEFAULT '[]';
 """
 
+# Why an episode closed (`explicit`, `next_retrieval`, `idle`). A closed
+# episode whose reward is NULL closed without evidence (no attempt) and was
+# not credited; rows closed before this migration keep a NULL reason.
+_CLOSE_REASON = """
+    ALTER TABLE episodes ADD COLUMN close_reason TEXT;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         "0001_initial",
@@ -256,6 +263,7 @@ MIGRATIONS: list[Migration] = [
     ),
     Migration("0003_team", sqlite=_TEAM, postgres=_TEAM),
     Migration("0004_rule_scope", sqlite=_RULE_SCOPE, postgres=_RULE_SCOPE),
+    Migration("0005_close_reason", sqlite=_CLOSE_REASON, postgres=_CLOSE_REASON),
 ]
 
 
