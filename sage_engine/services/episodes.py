@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, SageError
 from sage_engine.memory import consolidation as ugc
-from sage_engine.memory import utility, validation
+from sage_engine.memory import validation
 from sage_engine.memory.retrieval import Filters, rank
 from sage_engine.memory.store import Store
 from sage_engine.memory.text import approx_tokens, similarity
@@ -40,8 +40,8 @@ from sage_engine.models import (
     NewItem,
     RetrievalResult,
     ScoredItem,
-    UtilityUpdate,
 )
+from sage_engine.services.credit import close_and_credit, outcome_text
 from sage_engine.services.memory import MemoryService, scored, visible
 
 Consolidate = Callable[[], object]
@@ -249,7 +249,7 @@ class EpisodeService:
     def _open_row(self, episode_id: int, hint: str):
         row = self.store.episodes.get(episode_id)  # NotFound for an unknown id
         if row["status"] != "open":
-            raise Conflict(f"episode {episode_id} is already closed ({_outcome(row)}); {hint}")
+            raise Conflict(f"episode {episode_id} is already closed ({outcome_text(row)}); {hint}")
         return row
 
     def _check_shown(self, episode_id: int, adopted: Sequence[Adoption]) -> None:
@@ -291,63 +291,7 @@ class EpisodeService:
         )
 
     def _close(self, episode_id: int, reason: CloseReason) -> AdoptionReport:
-        """Close the episode and run ATU over everything it showed, inside
-        the caller's write transaction; without an attempt, close it without
-        credit and change nothing else."""
-        records = self.store.episodes
-        row = records.get(episode_id)
-        if row["status"] != "open":
-            raise Conflict(f"episode {episode_id} is already closed ({_outcome(row)})")
-        outcomes = [utility.AttemptOutcome(a["status"] == "correct", a["candidate_ms"], a["speedup"])
-                    for a in records.attempts(episode_id)]
-        earned = utility.episode_reward(outcomes, self.config)
-        now = time.time()
-        if earned is None:
-            if not records.close(episode_id, None, None, now, reason):
-                raise Conflict(f"episode {episode_id} was closed by another call")
-            return AdoptionReport(episode_id=episode_id, closed=True, credited=False, close_reason=reason)
-        reward, parts = earned
-        adopted = {r["item_id"]: r["weight"] for r in records.adoptions(episode_id)}
-        shown = records.shown_ids(episode_id)
-        # A resident rule that does not match the task was not "ignored": it
-        # did not apply. Penalising it would tie its utility to whichever
-        # family happens to be running. Per-task rulebooks show only rules
-        # whose scope matched; a global rulebook shows every rule, so there
-        # "applied" means its text matches the task.
-        off_topic = set() if self.config.rulebook_scope == "task" else {
-            i for i, sim in records.resident_match(episode_id).items() if sim < self.config.rule_match_threshold}
-        targets = utility.credit_targets(shown, adopted, reward, self.config, not_applicable=off_topic)
-        operator = row["operator"] or row["task"]
-        family = row["family"]
-        rule_version = f"{utility.RULE_VERSION}/{self.config.reward_mode}"
-        updates: list[UtilityUpdate] = []
-        for item_id in shown:
-            it = self.store.items.row(item_id)
-            is_adopted = item_id in adopted
-            ops, fams = json.loads(it["operators_adopted"]), json.loads(it["families_adopted"])
-            if is_adopted and operator not in ops:
-                ops.append(operator)
-            if is_adopted and family and family not in fams:
-                fams.append(family)
-            fields = {"n_adopted": it["n_adopted"] + int(is_adopted), "operators_adopted": ops,
-                      "families_adopted": fams, "updated_at": now}
-            if item_id not in off_topic:  # p is the adoption rate where the rule applied
-                fields["adoption_rate"] = utility.adoption_ema(it["adoption_rate"], is_adopted, self.config.adoption_ema_mu)
-            if item_id in targets:
-                target, _ = targets[item_id]
-                eta = utility.learning_rate(it["n_retrieved"], self.config.eta_min, self.config.learning_rate_form)
-                after = utility.step(it["utility"], target, eta)
-                fields.update(utility=after, n_credited=it["n_credited"] + 1, target_sum=it["target_sum"] + target,
-                              target_sq=it["target_sq"] + target * target)
-                update = UtilityUpdate(item_id=item_id, episode_id=episode_id, strategy=self.config.credit_strategy,
-                                       adopted=is_adopted, before=it["utility"], after=after, target=target, eta=eta)
-                self.store.audit.log_update(update, rule_version, now)
-                updates.append(update)
-            self.store.items.update(item_id, fields)
-        if not records.close(episode_id, reward, json.dumps(parts), now, reason):
-            raise Conflict(f"episode {episode_id} was closed by another call")
-        return AdoptionReport(episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True,
-                              credited=True, close_reason=reason)
+        return close_and_credit(self.store, self.config, episode_id, reason)
 
     def _consolidate_if_due(self, reports: Sequence[AdoptionReport], attach: AdoptionReport | None = None) -> None:
         every = self.config.auto_consolidate_every
@@ -374,11 +318,6 @@ def _summary(row, attempts: int) -> EpisodeSummary:
         created_at=row["created_at"], closed_at=row["closed_at"], close_reason=row["close_reason"],
         credited=(row["reward"] is not None) if closed else None,
     )
-
-
-def _outcome(row) -> str:
-    """How a closed episode ended, for messages."""
-    return "without credit: it had no attempt" if row["reward"] is None else f"reward {row['reward']:+.3f}"
 
 
 def attempt_result(row) -> EvalResult:
