@@ -143,18 +143,28 @@ def describe(value: Any, torch: Any) -> tuple[dict[str, Any], Any]:
     return {"kind": "other", "type": f"{cls.__module__}.{cls.__qualname__}"}, None
 
 
-def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> None:
+def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> int:
+    """Writes one frame; returns the bytes that crossed."""
     data = json.dumps(header).encode()
     if len(data) > HEADER_MAX:
         raise ProtocolError(f"frame header of {len(data)} bytes")
+    sent = _LEN.size + len(data)
     try:
         write_all(fd, _LEN.pack(len(data)) + data)
         for t in tensors:
             n = t.numel() * t.element_size()
             if n:
                 write_all(fd, _bytes_of(t, n))
+                sent += n
     except BrokenPipeError as exc:
         raise ChannelClosed("the peer closed the channel") from exc
+    return sent
+
+
+def plain_tensor(value: Any, torch: Any) -> bool:
+    """An exact, dense, strided torch.Tensor of a dtype frames carry: what may cross as an input."""
+    return (_type(value) is torch.Tensor and value.layout == torch.strided and not value.is_quantized
+            and value.device.type != "meta" and str(value.dtype).replace("torch.", "") in DTYPES)
 
 
 def _bytes_of(t: Any, n: int) -> memoryview:

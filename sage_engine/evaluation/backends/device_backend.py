@@ -1,9 +1,10 @@
 """What the `npu` and `cuda` backends share: a device probe, device-event
 timing with a cache flush, and results that name the device.
 
-Workers are cold (one per evaluation) and import the device runtime only in
-the forked children: forking a process that has touched a GPU or NPU runtime
-is not safe. The sandbox binds the backend's device nodes (`devices`). The
+Workers are warm but single-use: one is started ahead, with torch and the
+backend's libraries imported, and serves one evaluation; only its forked
+children start the device (forking a process that has started a GPU or NPU
+runtime is not safe). The sandbox binds the backend's device nodes. The
 probe runs once per backend instance as an evaluation does (same sandbox,
 device nodes and limits), so `status()` reports what an evaluation would find.
 """
@@ -88,7 +89,10 @@ class DeviceBackend(SandboxBackend):
     # ------------------------------------------------------------ sandboxing
 
     def launch(self) -> Launch:
-        return Launch(python=sys.executable, warm=False, devices=self.devices)
+        # Warm but single-use: a worker with torch and the backend's libraries
+        # imported is ready before an evaluation asks; it has never touched the
+        # device (its children start it), and serves one evaluation only.
+        return Launch(python=sys.executable, preload=self.preload, single_use=True, devices=self.devices)
 
     def hardware(self) -> str:
         return (self._probe_cache or {}).get("name") or self.module

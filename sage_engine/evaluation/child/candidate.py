@@ -25,6 +25,7 @@ from typing import Any
 
 from sage_engine.evaluation import diagnostics, wire
 from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child.inputs import InputReceiver
 from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
 
@@ -39,6 +40,7 @@ class CandidateSide(Side):
         self.snapshot: dict[str, dict[str, int]] = {}
         # A backend's code around the candidate's run: `extras()` after each trial, `finish(event)` at the end.
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
+        self.receiver = InputReceiver(self.torch, channels.shared, self.device)
 
     # -- stages
 
@@ -136,10 +138,10 @@ class CandidateSide(Side):
             raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
         values: list[Any] = []
         for trial in range(self.trials):
-            # Later trials bring new values in the same tensors (read straight
-            # into them on the host): a candidate that memoises on tensor
-            # identity then returns stale outputs.
-            fresh = self.receive_inputs(module, case=index, trial=trial, into=values or None)
+            # Later trials bring new values in the same tensors (on the host the
+            # same shared memory, rewritten by the reference): a candidate that
+            # memoises on tensor identity then returns stale outputs.
+            fresh = self.receive_inputs(module, case=index, trial=trial)
             if not values or not _same_layout(values, fresh, torch):
                 values = fresh
             else:
@@ -159,11 +161,12 @@ class CandidateSide(Side):
         self.check_patches("ModelNew.forward")
         self.keep_largest(index, module, model, values)
 
-    def receive_inputs(self, module: Any, into: list[Any] | None = None, **expected: Any) -> list[Any]:
-        """The inputs the reference process made for this trial, on the device
-        (on the host, read into the tensors of `into` where they fit)."""
+    def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
+        """The inputs the reference process made for this trial, on the device:
+        this process's copy, in memory the reference shares (`child/inputs.py`)."""
         try:
-            header, values = wire.read_values(self.ch.inputs, self.torch, into if self.device.type == "cpu" else None)
+            header = wire.read_header(self.ch.inputs)
+            values = self.receiver.values(header)
         except wire.ProtocolError as exc:
             raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
                           [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
@@ -177,7 +180,8 @@ class CandidateSide(Side):
     def send(self, index: int, trial: Any, outputs: list[Any], values: list[Any] | None, pristine: list[Any] | None) -> None:
         """One value frame to the reference process."""
         torch = self.torch
-        header: dict[str, Any] = {"case": index, "trial": trial, "outputs": [], "mutated": [], "aliased": []}
+        header: dict[str, Any] = {"case": index, "trial": trial, "outputs": [], "mutated": [], "aliased": [],
+                                  "inputs": self.receiver.via}
         tensors = []
         for value in outputs:
             entry, tensor = wire.describe(value, torch)
@@ -229,7 +233,7 @@ class CandidateSide(Side):
         if verb == "fresh":
             # New values in the same tensors: what the candidate has never seen.
             timed = self.timed_case()
-            fresh = self.receive_inputs(timed.module, into=timed.inputs, case=timed.index, trial="fresh")
+            fresh = self.receive_inputs(timed.module, case=timed.index, trial="fresh")
             if _same_layout(timed.inputs, fresh, self.torch):
                 with self.torch.no_grad():
                     timed.inputs = self.refreshed(timed.inputs, fresh)

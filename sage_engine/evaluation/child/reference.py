@@ -17,7 +17,8 @@ from typing import Any, Callable
 from sage_engine.evaluation import diagnostics, wire
 from sage_engine.evaluation.child import correctness, guards
 from sage_engine.evaluation.child.side import Failure, Side
-from sage_engine.evaluation.protocol import CaseEvent, CaseRow, Lost, ReferenceDone, Request, Verdict
+from sage_engine.evaluation.child.inputs import InputSender
+from sage_engine.evaluation.protocol import CaseEvent, CaseRow, InputsShared, Lost, ReferenceDone, Request, Verdict
 
 
 def _cheat(message: str, detail: str) -> Failure:
@@ -33,6 +34,8 @@ class ReferenceSide(Side):
         self.override = self.task.tolerance
         self.sizes: list[int] = []
         self.fresh_out: list[Any] | None = None
+        self.sender = InputSender(self.torch, channels.shared, channels.inputs)
+        self.host_only: set[int] = set()  # cases whose inputs cannot be made on the device
 
     def main(self) -> None:
         start = time.perf_counter()
@@ -57,7 +60,7 @@ class ReferenceSide(Side):
         self.emit.send(ReferenceDone(
             chosen=self.timed.index if self.timed else 0, sizes=self.sizes,
             device_name=device_name(self.device.type) if self.device.type != "cpu" else None,
-            slowest_call=self.slowest,
+            slowest_call=self.slowest, inputs=self.inputs_report(),
             phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s}))
         self.serve()
 
@@ -80,23 +83,25 @@ class ReferenceSide(Side):
             model = model.to(self.device)
         prev: tuple[list[Any], list[Any]] | None = None
         values: list[Any] = []
-        host = self.host_inputs(module, self.task.seed)
-        self.send_host(host, self.task.seed, case=index, trial=0)
+        made = self.make_inputs(index, module, self.task.seed)
+        self.send_inputs(made, self.task.seed, case=index, trial=0)
         for trial in range(self.trials):
-            values = self.on_device(host)
+            values = self.on_device(made)
             pristine = self.clone(values)
             ref_out = self.reference_forward(model, values)
             # Pipelined: the next trial's inputs are made while the candidate
             # process computes this one, and sent before this one is compared.
             seed = self.task.seed + trial + 1
-            host = self.host_inputs(module, seed) if trial + 1 < self.trials else []
+            made = self.make_inputs(index, module, seed) if trial + 1 < self.trials else []
             header = wire.read_header(self.ch.data)
             if header.get("case") != index or header.get("trial") != trial:
                 raise wire.ProtocolError(f"expected the frame of case {index} trial {trial}, got "
                                          f"{header.get('case')!r}/{header.get('trial')!r}")
-            send_next = (lambda h=host, s=seed, t=trial + 1: self.send_host(h, s, case=index, trial=t)) \
+            self.note_transport(header)
+            observed = self.changed_by_candidate(index, pristine)
+            send_next = (lambda m=made, s=seed, t=trial + 1: self.send_inputs(m, s, case=index, trial=t)) \
                 if trial + 1 < self.trials else None
-            result, cand_out = self.judge(header, ref_out, values, pristine, then=send_next)
+            result, cand_out = self.judge(header, ref_out, values, pristine, then=send_next, observed=observed)
             if not result.ok and prev is not None and cand_out is not None:
                 self.check_cached(prev, ref_out, cand_out)
             self.emit.send(CaseEvent(case_result=CaseRow(case, trial, result.ok, result.max_abs_error,
@@ -109,19 +114,53 @@ class ReferenceSide(Side):
         self.keep_largest(index, module, model, values)
         return True
 
-    def send_host(self, host: list[Any], seed: int, **header: Any) -> None:
-        """Send a trial's inputs to the candidate process. Inputs that are not
-        plain tensors and numbers are not sent: the candidate process makes
-        them itself from the seed."""
-        frame, tensors = wire.values_frame(host, self.torch, **header)
-        if "fallback" in frame:
-            frame["seed"] = seed
-        wire.write_frame(self.ch.inputs, frame, tensors)
+    def make_inputs(self, case: int, module: Any, seed: int) -> list[Any]:
+        """A trial's inputs, made on the device where the task's builder
+        allows it (with the device's own generator: no host build, no copy
+        up), else on the host."""
+        if self.device.type == "cpu" or not self.req.inputs_on_device or case in self.host_only:
+            return self.host_inputs(module, seed)
+        self.reseed(seed)
+        try:
+            with self.torch.no_grad(), self.torch.device(self.device):
+                made = list(module.get_inputs())
+        except Exception:  # noqa: BLE001 - a builder that needs the host (numpy, a sparse layout): build it there
+            made = None
+        if made is None or not all(wire.plain_tensor(v, self.torch) or v is None or type(v) in (bool, int, float)
+                                   for v in made):
+            self.host_only.add(case)  # and the candidate builds the same from the seed where they cannot cross
+            return self.host_inputs(module, seed)
+        return made
+
+    def send_inputs(self, made: list[Any], seed: int, *, case: int, trial: Any) -> None:
+        """The candidate's copy of a trial's inputs, into shared memory (`child/inputs.py`)."""
+        placed = self.sender.placed
+        self.sender.send(made, seed=seed, case=case, trial=trial)
+        if self.sender.placed != placed:
+            # The candidate maps this much shared memory beyond its memory cap: the worker allows it.
+            self.emit.send(InputsShared(placed=self.sender.placed))
+
+    def note_transport(self, header: dict[str, Any]) -> None:
+        """The candidate says whether the device inputs' IPC handles opened: host copies stop, or go on."""
+        if header.get("inputs") in ("ipc", "host"):
+            self.sender.ipc_open = header["inputs"] == "ipc"
+
+    def changed_by_candidate(self, case: int, pristine: list[Any]) -> list[int]:
+        """Inputs the candidate changed, seen in its copy where the reference
+        can see it (not taken from the candidate's word)."""
+        copy = self.sender.candidate_copy(case, self.device)
+        return guards.mutated([p if c is not None else None for p, c in zip(pristine, copy)], copy)
+
+    def inputs_report(self) -> dict[str, Any]:
+        s = self.sender
+        via = "cuda ipc" if s.ipc_open else "shared memory"
+        return {"via": via, "shared_bytes": s.shared_bytes, "pipe_bytes": s.pipe_bytes,
+                "on_device": self.device.type != "cpu" and len(self.host_only) < len(self.task.cases)}
 
     # -- judging one frame
 
     def judge(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any] | None,
-              pristine: list[Any] | None, then: Callable[[], None] | None = None,
+              pristine: list[Any] | None, then: Callable[[], None] | None = None, observed: list[int] = (),
               ) -> tuple[correctness.Comparison, list[Any] | None]:
         """The comparison for one frame, reading its tensors only once their
         headers match what the reference produced; `then` runs once the frame
@@ -132,7 +171,7 @@ class ReferenceSide(Side):
             raise wire.ProtocolError("a frame without outputs")
         ref_mut = guards.mutated(pristine, ref_in) if ref_in is not None and pristine is not None else []
         if ref_in is not None:
-            self.check_inputs(header, ref_out, ref_in, ref_mut)
+            self.check_inputs(header, ref_out, ref_in, ref_mut, observed)
         if len(entries) != len(ref_out):
             return correctness.Comparison(False, message=f"expected {len(ref_out)} output(s), got {len(entries)}"), None
         cand: list[Any] = []
@@ -161,14 +200,16 @@ class ReferenceSide(Side):
                                              override=self.override)
         return result, cand
 
-    def check_inputs(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int]) -> None:
+    def check_inputs(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int],
+                     observed: list[int] = ()) -> None:
         ref_alias = set(guards.aliased(ref_out, ref_in))
         for pair in header.get("aliased", []):
             i, j = int(pair[0]), int(pair[1])
             if (i, j) not in ref_alias:
                 raise _cheat(f"output {i} shares memory with input {j}; return a new tensor",
                              f"output {i} aliases input {j} (the reference returns fresh memory)")
-        unexpected = sorted({int(m.get("index", -1)) for m in header.get("mutated", [])} - set(ref_mut))
+        reported = {int(m.get("index", -1)) for m in header.get("mutated", []) if isinstance(m, dict)}
+        unexpected = sorted((reported | set(observed)) - set(ref_mut))
         if unexpected:
             raise Failure("rejected", f"the candidate modifies input {unexpected[0]} in place; the reference does not",
                           [diagnostics.diagnostic("cheat", f"input {j} was mutated by ModelNew.forward")
@@ -215,9 +256,9 @@ class ReferenceSide(Side):
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
             timed = self.timed_case()
-            host = self.host_inputs(timed.module, int(arg))
-            self.send_host(host, int(arg), case=timed.index, trial="fresh")
-            self.fresh_out = self.reference_forward(timed.model, self.on_device(host))
+            made = self.make_inputs(timed.index, timed.module, int(arg))
+            self.send_inputs(made, int(arg), case=timed.index, trial="fresh")
+            self.fresh_out = self.reference_forward(timed.model, self.on_device(made))
             return "ok"
         if verb == "check":
             if self.fresh_out is None:

@@ -41,10 +41,11 @@ class Channels:
     rep: int  # child -> worker: one reply line per command
     evt: int  # child -> worker: token-carrying events
     data: int  # candidate -> reference: output frames (write end in the candidate, read end in the reference)
-    inputs: int  # reference -> candidate: input frames (write end in the reference, read end in the candidate)
+    inputs: int  # reference -> candidate: input headers (write end in the reference, read end in the candidate)
+    shared: int  # the shared memory file the inputs live in (both children, read and write)
 
     def fds(self) -> tuple[int, ...]:
-        return (self.cmd, self.rep, self.evt, self.data, self.inputs)
+        return (self.cmd, self.rep, self.evt, self.data, self.inputs, self.shared)
 
 
 class Emitter:

@@ -58,7 +58,12 @@ class Launch:
     python: str = sys.executable
     env: tuple[tuple[str, str], ...] = ()
     preload: tuple[str, ...] = ()
+    # Started ahead: a worker is ready (its imports done) before an evaluation asks.
     warm: bool = True
+    # Each worker serves one evaluation, then a fresh one takes its place (a
+    # device backend: its runtime's libraries are imported, the device is
+    # started only in the evaluation's children).
+    single_use: bool = False
     devices: tuple[str, ...] = ()  # exact paths (required) or glob patterns
     # A task's import roots (its benchmark's helper package): bound read-only,
     # so tasks with their own helpers get workers of their own.

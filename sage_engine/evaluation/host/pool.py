@@ -57,6 +57,7 @@ class WorkerPool:
         self.busy: set[int] = set()  # ids of workers running an evaluation
         self.workers: list[WorkerProcess] = []
         self.lock = threading.Lock()
+        self.started = threading.Condition(self.lock)  # a worker started ahead is ready
         self.turn = TimingTurn(self.sandboxing.timing_lock)
         self.timing_holder: WorkerProcess | None = None
         self.closed = False
@@ -115,16 +116,23 @@ class WorkerPool:
             keep = worker.alive() and not self.closed
             if keep:
                 self.idle.setdefault(launch, []).append(worker)
+                self.started.notify_all()
             elif worker in self.workers:
                 self.workers.remove(worker)
         if not keep:
             worker.stop()
 
+    def ready(self, launch: Launch, timeout: float) -> list[WorkerProcess]:
+        """Wait (at most `timeout` s) until a worker of this launch started ahead is ready; those ready."""
+        with self.lock:
+            self.started.wait_for(lambda: self.idle.get(launch), timeout)
+            return list(self.idle.get(launch, []))
+
     def _checkin(self, worker: WorkerProcess) -> None:
         with self.lock:
             self.busy.discard(id(worker))
             worker.paused, worker.paused_total = False, 0.0
-            keep = self.warm and worker.launch.warm and worker.alive() and not self.closed
+            keep = self.warm and worker.launch.warm and not worker.launch.single_use and worker.alive() and not self.closed
             if keep:
                 self.idle.setdefault(worker.launch, []).append(worker)
             elif worker in self.workers:

@@ -23,7 +23,7 @@ the children may run under a backend's own interpreter.
 """
 
 from sage_engine.evaluation.protocol.events import (CHILD_EVENTS, WORKER_EVENTS, CandidateDone, CaseEvent, Event,
-                                                    Exit, Extras, Fail, Lost, Progress, Ready, ReferenceDone,
+                                                    Exit, Extras, Fail, InputsShared, Lost, Progress, Ready, ReferenceDone,
                                                     RunnerResult, Started, TimingDone, TimingWait, Verdict,
                                                     event_line, parse_child_event, parse_fail, parse_worker_event,
                                                     worker_line)
@@ -33,7 +33,7 @@ from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STAT
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "Limits", "Lost", "Op", "Outcome", "Progress",
+    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "InputsShared", "Limits", "Lost", "Op", "Outcome", "Progress",
     "Ready", "ReferenceDone", "Report", "Request", "RunnerResult", "Started", "TaskSpec", "TimingDone",
     "TimingOptions", "TimingReport", "TimingStatsReport", "TimingWait", "Verdict", "build", "event_line",
     "parse_child_event", "parse_fail", "parse_worker_event", "worker_line",

@@ -68,6 +68,15 @@ class Lost(Event):
 
 
 @dataclass
+class InputsShared(Event):
+    """The reference has put this many bytes of inputs in the shared file:
+    the candidate may map that much beyond its memory cap."""
+
+    kind: ClassVar[str] = "inputs-shared"
+    placed: int = 0
+
+
+@dataclass
 class Extras(Event):
     """What a backend's hook gathered so far in the candidate process (kernel launches)."""
 
@@ -85,6 +94,7 @@ class ReferenceDone(Event):
     device_name: str | None = None
     slowest_call: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)  # how they crossed: via, shared_bytes, pipe_bytes, on_device
 
 
 @dataclass
@@ -117,7 +127,7 @@ def parse_fail(payload: bytes) -> Fail:
         return Fail()
 
 
-CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Progress, CaseEvent, Verdict, Fail, Lost, Extras,
+CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Progress, CaseEvent, Verdict, Fail, Lost, Extras, InputsShared,
                                                          ReferenceDone, CandidateDone, RunnerResult)}
 
 

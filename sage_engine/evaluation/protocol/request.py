@@ -120,6 +120,7 @@ class Request:
     candidate_hook: str | None = None
     build: BuildSpec | None = None
     device_time: bool = False  # ask each side for profiler device-only time after timing
+    inputs_on_device: bool = True  # the reference makes inputs on the device where the task's builder allows
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

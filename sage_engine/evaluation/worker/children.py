@@ -60,7 +60,19 @@ def bulk_pipe() -> tuple[int, int]:
     return r, w
 
 
-def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: int, cgroup: str | None) -> Child:
+def shared_file() -> int:
+    """The shared memory file a trial's inputs live in (`child/inputs.py`):
+    made here, before the fork, so both children hold it; sparse, so only
+    what is written uses memory."""
+    from sage_engine.evaluation.child.inputs import REGION_BYTES
+
+    fd = os.memfd_create("sage-inputs")
+    os.ftruncate(fd, REGION_BYTES)
+    return fd
+
+
+def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: int, shared_fd: int,
+          cgroup: str | None) -> Child:
     """Fork one child that runs `child_main(role, ...)` in its own session."""
     from sage_engine.evaluation.child.main import child_main
     from sage_engine.evaluation.child.side import Channels
@@ -79,7 +91,7 @@ def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: in
             os.dup2(out_w, 2)
             null = os.open(os.devnull, os.O_RDONLY)
             os.dup2(null, 0)
-            keep = {0, 1, 2, cmd_r, rep_w, evt_w, data_fd, inputs_fd}
+            keep = {0, 1, 2, cmd_r, rep_w, evt_w, data_fd, inputs_fd, shared_fd}
             # Nothing of the worker's may stay open here: not its protocol,
             # not the other side's pipes.
             for name in os.listdir("/proc/self/fd"):
@@ -94,7 +106,7 @@ def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: in
                         fh.write(str(os.getpid()))
                 except OSError:
                     pass  # the process watch still applies
-            child_main(role, request, Channels(cmd_r, rep_w, evt_w, data_fd, inputs_fd), workdir)
+            child_main(role, request, Channels(cmd_r, rep_w, evt_w, data_fd, inputs_fd, shared_fd), workdir)
         finally:
             os._exit(70)
     for fd in (cmd_r, rep_w, evt_w, out_w):

@@ -18,11 +18,11 @@ from typing import Callable
 
 from sage_engine.evaluation import diagnostics, timing, wire
 from sage_engine.evaluation.cgroups import PidsCgroup
-from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseRow, Event, Extras, Fail, Lost,
+from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseRow, Event, Extras, Fail, InputsShared, Lost,
                                              Outcome, Progress, ReferenceDone, Report, Request, RunnerResult,
                                              Started, TimingDone, TimingReport, TimingStatsReport, TimingWait,
                                              Verdict, parse_child_event)
-from sage_engine.evaluation.worker.children import Child, bulk_pipe, spawn
+from sage_engine.evaluation.worker.children import Child, bulk_pipe, shared_file, spawn
 from sage_engine.evaluation.worker.supervisor import POLL_S, TIMED_CALL_FACTOR, Ended, Supervisor, fail_report
 from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, reject_leftover_processes
 
@@ -90,16 +90,17 @@ class Evaluation:
         in_r, in_w = bulk_pipe()  # the inputs the reference made, to the candidate
         cand_dir = os.path.join(self.workdir, "candidate")
         os.makedirs(cand_dir, exist_ok=True)
+        shared = shared_file()  # the candidate's copy of the inputs, shared with the reference
         cgroup = str(self.sup.cgroup.path) if self.sup.cgroup is not None else None
         children = self.sup.children
         try:
             if not self.req.runner:
                 ref_dir = os.path.join(self.workdir, "reference")
                 os.makedirs(ref_dir, exist_ok=True)
-                children["reference"] = spawn("reference", self.req, ref_dir, data_r, in_w, None)
-            children["candidate"] = spawn("candidate", self.req, cand_dir, data_w, in_r, cgroup)
+                children["reference"] = spawn("reference", self.req, ref_dir, data_r, in_w, shared, None)
+            children["candidate"] = spawn("candidate", self.req, cand_dir, data_w, in_r, shared, cgroup)
         finally:
-            for fd in (data_r, data_w, in_r, in_w):
+            for fd in (data_r, data_w, in_r, in_w, shared):
                 os.close(fd)
         self.sup.watch_candidate()
         self.send(Started(pids=[c.pid for c in children.values()]))
@@ -135,6 +136,8 @@ class Evaluation:
             raise Ended(report=report)
         elif isinstance(event, Fail):
             raise Ended(report=fail_report(c, event))
+        elif isinstance(event, InputsShared) and not candidate:
+            self.sup.shared_inputs = event.placed
         elif isinstance(event, Lost) and not candidate:
             self.sup.lost_at = time.monotonic()  # the candidate exited or failed; its own event says why
         elif isinstance(event, Extras) and candidate:
@@ -203,7 +206,7 @@ class Evaluation:
         phases["model_calls"] = max(phases.get("reference_calls", 0.0), phases.get("candidate_calls", 0.0))
         return Report("correct", f"correct on {len(self.cases)} trial(s) over {len(self.req.task.cases)} case(s)",
                       cases=list(self.cases), phases=phases, versions=dict(cand.versions),
-                      checks={"threads": cand.threads}, device_name=ref.device_name,
+                      checks={"threads": cand.threads, "inputs": ref.inputs}, device_name=ref.device_name,
                       fields={**self.extras, **cand.fields})
 
     # ---------------------------------------------------------------- timing

@@ -73,6 +73,7 @@ class Supervisor:
         self.quit = False  # the host asked the worker to end
         self.call_limit = float("inf")  # per call, once timing starts
         self.last_command = ""
+        self.shared_inputs = 0  # bytes of inputs the reference shared: mapped by the candidate beyond its cap
 
     def watch_candidate(self) -> None:
         self.watch = ProcessWatch(self.children["candidate"].pid, self.cgroup, self.req.limits.max_tasks)
@@ -209,7 +210,7 @@ class Supervisor:
         if self.watch is not None and self.watch.over_limit() or self.pids_exceeded():
             raise Ended(killed="processes")
         cand, cap = self.children.get("candidate"), self.req.limits.memory_mb
-        if cand is not None and cap and shared_resident_bytes(cand.pid) > cap << 20:
+        if cand is not None and cap and shared_resident_bytes(cand.pid) > (cap << 20) + self.shared_inputs:
             raise decided("runtime_error", "the candidate mapped more shared memory than its memory cap"
                           + diagnostics.memory_cap_note(cap), "memory")
 

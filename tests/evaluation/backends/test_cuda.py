@@ -68,7 +68,7 @@ def test_a_limit_that_breaks_device_start_up_leaves_the_backend_not_ready_saying
         backend.close()
     assert not status.ready
     # What failed, in the runtime's words (the driver state, or a library's segment, that did not fit).
-    assert re.match(r"device probe failed: .*(Memory|Import)Error", status.reason), status.reason
+    assert re.match(r"device (probe|start-up) failed: .*(Memory|Import)Error", status.reason), status.reason
 
 
 @pytest.mark.slow
@@ -120,3 +120,55 @@ def test_real_gpu_timer_counts_side_stream_work_and_leaves_out_the_round_trip():
     assert side.all_streams and not plain.all_streams
     assert 0.8 < t_side / t_plain < 1.3  # the side stream's matmul counted in full
     assert abs(t_plain * 1e3 / do_bench(lambda: a @ a, return_mode="median") - 1) < 0.05
+
+
+def _worker_process(launcher_pid: int) -> int:
+    """The worker's interpreter below the process the pool started (bubblewrap, a shell)."""
+    from sage_engine.evaluation import processes
+
+    table, frontier = processes.proc_table(), [launcher_pid]
+    while frontier:
+        pid = frontier.pop()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if argv[1:3] == [b"-m", b"sage_engine.evaluation.worker"]:
+            return pid
+        frontier += [p for p, info in table.items() if info.ppid == pid]
+    raise AssertionError(f"no worker below {launcher_pid}")
+
+
+def _gone_within(pid: int, limit: float) -> bool:
+    """Whether the process ends within `limit` s (a sandbox's PID namespace is torn down after its worker returns)."""
+    import time
+
+    from sage_engine.evaluation import processes
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        info = processes.proc_table().get(pid)
+        if info is None or info.zombie:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _vm_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) << 10
+    raise AssertionError("no VmSize")
+
+
+@pytest.mark.slow
+def test_a_warm_device_worker_waits_with_its_libraries_loaded_and_the_device_not_started(cuda_double):
+    from tests.evaluation.backends.doubles.device_double import RESERVED_BYTES
+
+    assert cuda_double.status().ready  # the probe ran in a worker of its own; a spare started meanwhile
+    (spare,) = cuda_double.pool.ready(cuda_double.launch(), timeout=120)
+    pid = _worker_process(spare.proc.pid)
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    assert "libtriton" in maps  # the backend's libraries, imported ahead
+    assert _vm_bytes(pid) < RESERVED_BYTES  # but no device start-up: the double reserves a terabyte there
+    result = cuda_double.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+    assert result.status == "correct", result.message
+    assert _gone_within(pid, 10.0)  # it served that one evaluation, then went
+    assert cuda_double.pool.ready(cuda_double.launch(), timeout=120)  # and another waits in its place
