@@ -334,10 +334,11 @@ class Engine:
 
     def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None):
-        """Every task's reference evaluated as its own candidate (`sage suite check`)."""
+                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
+        """Every task's reference evaluated as its own candidate (`sage suite check`); with `rows`,
+        each task's row is appended to that JSON-lines file as it is checked."""
         return self.evaluation.check_suite(suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids,
-                                           progress=progress)
+                                           progress=progress, rows=rows)
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         return self.evaluation.resolve_candidate(candidate)

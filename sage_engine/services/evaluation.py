@@ -115,12 +115,12 @@ class EvaluationService:
 
     def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None):
+                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
         from sage_engine.suite.check import check_suite, select_tasks
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
         return check_suite(select_tasks(folder, task_ids), self.config, backend=backend or self.config.backend,
-                           jobs=jobs, trials=trials, progress=progress)
+                           jobs=jobs, trials=trials, progress=progress, rows=Path(rows) if rows else None)
 
     # ------------------------------------------------------------ candidates
 
@@ -146,7 +146,10 @@ class EvaluationService:
             raise InvalidInput(f"{path} is not UTF-8 text") from exc
 
     def check_path(self, path: Path) -> Path:
-        resolved = path.expanduser().resolve()
+        try:
+            resolved = path.expanduser().resolve()
+        except RuntimeError as exc:  # `~name` for a user this machine does not have
+            raise InvalidInput(f"path {str(path)!r} cannot be resolved ({exc}); pass an absolute path") from exc
         roots = [Path(r).expanduser().resolve() for r in self.config.candidate_roots.split(os.pathsep) if r] or [Path.cwd().resolve()]
         roots.append(SUITE_DIR.resolve())
         if not any(resolved == r or r in resolved.parents for r in roots):

@@ -8,16 +8,19 @@ task an agent should not be pointed at yet, and the check says why
 (`causes.py`). The task's `forbid` list is lifted for this candidate only:
 the reference calls exactly the operators a candidate may not.
 
-`jobs` evaluations run at once, each thread with its own Harness (and so its
-own worker pool). On a machine with few cores, concurrent timings compete
-for them: self-speedup is a ratio of interleaved measurements and stays
-near 1.0, but its spread widens and each task takes longer.
+`jobs` evaluations run at once through one Harness with that many worker
+slots: their correctness phases overlap, while timing takes turns and the
+others stand still meanwhile (`host/pool.py`), so a GPU host's cores build
+inputs and compile in parallel without disturbing what is timed. With
+`rows`, each task's row is appended to that file (JSON lines) as soon as it
+is checked: a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
 
 import ast
 import dataclasses
+import json
 import os
 import queue
 import statistics
@@ -76,7 +79,8 @@ class SuiteCheck:
 
 
 def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int = 1,
-                trials: int | None = None, progress: Progress | None = None) -> SuiteCheck:
+                trials: int | None = None, progress: Progress | None = None,
+                rows: Path | None = None) -> SuiteCheck:
     """Self-check `tasks` on `backend` with `jobs` evaluations at a time."""
     backend = backend or config.backend
     if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
@@ -94,30 +98,39 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
         work.put(i)
     done_lock, done = threading.Lock(), [0]
     errors: list[BaseException] = []
+    out = open(rows, "a", encoding="utf-8") if rows is not None else None  # noqa: SIM115 - closed below
 
-    def worker() -> None:
-        with Harness(config) as harness:
-            while not errors:
-                try:
-                    index = work.get_nowait()
-                except queue.Empty:
-                    return
-                task = tasks[index]
-                try:
-                    results[index] = check_task(harness, task, backend=backend, trials=trials)
-                except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
-                    errors.append(exc)
-                    return
-                with done_lock:
-                    done[0] += 1
-                    if progress:
-                        progress(done[0], len(tasks), task.id)
+    def worker(harness: Harness) -> None:
+        while not errors:
+            try:
+                index = work.get_nowait()
+            except queue.Empty:
+                return
+            task = tasks[index]
+            try:
+                results[index] = check_task(harness, task, backend=backend, trials=trials)
+            except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
+                errors.append(exc)
+                return
+            with done_lock:
+                done[0] += 1
+                if out is not None:
+                    out.write(json.dumps(results[index].as_dict()) + "\n")
+                    out.flush()  # in the file as soon as it is known: a killed run keeps it
+                if progress:
+                    progress(done[0], len(tasks), task.id)
 
-    threads = [threading.Thread(target=worker, name=f"suite-check-{n}", daemon=True) for n in range(min(jobs, len(tasks)))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        with Harness(config.replace(eval_workers=max(config.eval_workers, jobs))) as harness:
+            threads = [threading.Thread(target=worker, args=(harness,), name=f"suite-check-{n}", daemon=True)
+                       for n in range(min(jobs, len(tasks)))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    finally:
+        if out is not None:
+            out.close()
     if errors:
         raise errors[0]
     checks = [r for r in results if r is not None]

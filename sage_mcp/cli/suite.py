@@ -139,13 +139,16 @@ def suite_import(state: State, path, dest, overwrite, max_cases, scale) -> None:
 @click.argument("suite_dir", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--suite", "suite_name", help="'bundled' (the default) or a folder of task directories.")
 @click.option("--backend", "check_backend", help="Backend to check on (default: the configured one).")
-@click.option("--jobs", type=int, default=1, show_default=True, help="Evaluations at once (each with its own worker).")
+@click.option("--jobs", type=int, default=1, show_default=True,
+              help="Evaluations at once: their correctness overlaps, timing takes turns.")
+@click.option("--rows", "rows_path", type=click.Path(dir_okay=False),
+              help="Append each task's row to this JSON-lines file as soon as it is checked.")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids.")
 @click.option("--trials", type=int, help="Seeded correctness trials per case.")
 @json_option
 @pass_state
 @handle_errors
-def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_ids, trials) -> None:
+def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_ids, trials, rows_path) -> None:
     """Evaluate every task's reference as its own candidate; exit 1 when a runnable task fails."""
     if suite_dir and suite_name:
         raise click.UsageError("give the suite either as DIR or as --suite, not both")
@@ -162,7 +165,7 @@ def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_i
             bar.update(job, completed=done, total=total, description=message[:60])
 
         report = state.engine.check_suite(folder, backend=check_backend, jobs=jobs, trials=trials, task_ids=ids,
-                                          progress=progress)
+                                          progress=progress, rows=rows_path)
     emit(state, report.as_dict(), _render_check)
     if report.summary["runnable"] != report.summary["correct"]:
         sys.exit(1)

@@ -184,3 +184,32 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
 def test_causes_name_what_failed(status, message, cause):
     result = EvalResult(status=status, message=message, task="t", backend="cpu", hardware="cpu", candidate_hash="0")
     assert classify(result)[0] == cause
+
+
+def test_a_check_killed_mid_run_keeps_the_rows_it_finished(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    suite = tmp_path / "suite"
+    _hand_written(suite, "a_quick", "return torch.relu(x)")
+    _hand_written(suite, "b_hangs", "import time; time.sleep(3600); return x")
+    rows = tmp_path / "rows.jsonl"
+    env = {**os.environ, "SAGE_DB": str(tmp_path / "m.db"), "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    sage = [sys.executable, "-c", "from sage_mcp.cli import main; main()"]
+    proc = subprocess.Popen([*sage, "suite", "check", str(suite), "--rows", str(rows)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (rows.exists() and rows.read_text().endswith("\n")):
+            assert proc.poll() is None, "the check ended on its own; the hanging task should have held it"
+            assert time.monotonic() < deadline, "no row within 120 s"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # cut short, as a lost host or a closed terminal would
+        proc.wait(timeout=30)
+    (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
+    assert row["id"] == "a_quick" and row["status"] == "correct"
