@@ -16,6 +16,11 @@ is often at hand only for minutes) and prints the summary. Stages:
   reference: SAGE's speedup beside do_bench's ratio. Goal: within +-5%.
 - `hostile`: GPU candidates that cheat (work on a side stream, patched
   event timer, cached outputs, a mutated input) and SAGE's verdicts.
+- `wall`: one evaluation of the fused GELU, start to end, SAGE beside
+  KernelBench's evaluator (with a checkout). Goal: at most 1.5x.
+- `level1` (asked for by name, with a checkout): all of KernelBench level 1
+  at full size through `sage suite check --jobs N`. Goals: at most 6
+  minutes, >= 99% correct, median self-speedup 0.98-1.02.
 
 SAGE must be installed in this interpreter (`pip install .`: the sandboxed
 children import it without PYTHONPATH). Run from the repository root. With
@@ -269,8 +274,90 @@ def stage_hostile(args: argparse.Namespace) -> dict[str, Any]:
                                      "met": all(r["verdict"] == r["expected"] for r in rows)}]}
 
 
+def kernelbench_evaluator(root: Path) -> Callable[..., Any]:
+    """KernelBench's own `eval_kernel_against_ref`, from a checkout. Its
+    package imports LLM clients at module level that the evaluator never
+    calls: where they are not installed they are stood in for by empty modules."""
+    sys.path.insert(0, str(root / "src"))
+    for name in ("openai", "litellm", "dotenv"):
+        try:
+            __import__(name)
+        except ImportError:
+            module = types.ModuleType(name)
+            module.load_dotenv = lambda *args, **kwargs: None  # what kernelbench reads of dotenv
+            sys.modules[name] = module
+    from kernelbench.eval import eval_kernel_against_ref
+
+    return eval_kernel_against_ref
+
+
+def stage_wall(args: argparse.Namespace) -> dict[str, Any]:
+    """One evaluation of the fused GELU, start to end: SAGE (every check, two
+    processes) beside KernelBench's evaluator (5 correctness trials, 100
+    timed runs, in this process); each twice, the second one warm."""
+    from sage_engine.evaluation.harness import Harness
+
+    task, candidate = fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
+        for run in ("first", "warm"):
+            result, wall = evaluate(harness, task, candidate)
+            rows.append({"evaluator": "sage", "run": run, "wall_s": round(wall, 2), "status": result.status,
+                         "speedup": result.speedup, "phases": {k: round(v, 2) for k, v in result.phases.items()}})
+            print(json.dumps(rows[-1]), flush=True)
+    if args.kernelbench:
+        evaluate_kb = kernelbench_evaluator(Path(args.kernelbench))
+        for run in ("first", "warm"):
+            start = time.monotonic()
+            kb = evaluate_kb(task.reference_source, candidate, num_correct_trials=5, num_perf_trials=100,
+                             measure_performance=True, backend="triton")
+            rows.append({"evaluator": "kernelbench", "run": run, "wall_s": round(time.monotonic() - start, 2),
+                         "status": "correct" if getattr(kb, "correctness", False) else "incorrect",
+                         "speedup": None})
+            print(json.dumps(rows[-1]), flush=True)
+    walls = {(r["evaluator"], r["run"]): r["wall_s"] for r in rows}
+    ratio = walls[("sage", "warm")] / walls[("kernelbench", "warm")] if ("kernelbench", "warm") in walls else None
+    return {"rows": rows, "goals": [{"goal": "one warm SAGE evaluation within 1.5x KernelBench's evaluator wall",
+                                     "met": ratio is not None and ratio <= 1.5, "ratio": ratio}]}
+
+
+def stage_level1(args: argparse.Namespace) -> dict[str, Any]:
+    """All of KernelBench level 1 at full size: imported, then `sage suite
+    check` on the cuda backend with `--jobs` evaluations at once, each row
+    written as it finishes."""
+    import subprocess
+
+    if not args.kernelbench:
+        return {"rows": [], "goals": [{"goal": "level 1 checked (needs --kernelbench)", "met": False}]}
+    suite, rows = Path(args.scratch) / "kb-level1", Path(args.out) / "level1-rows.jsonl"
+    sage = [sys.executable, "-c", "from sage_mcp.cli import main; main()"]
+    env = {**os.environ, "SAGE_DB": str(Path(args.scratch) / "memory.db"), "SAGE_CACHE_DIR": str(Path(args.scratch) / "cache")}
+    start = time.monotonic()
+    subprocess.run([*sage, "suite", "import", str(Path(args.kernelbench) / "KernelBench" / "level1"), "--dest",
+                    str(suite), "--overwrite"], env=env, check=True, stdout=subprocess.DEVNULL)
+    imported = time.monotonic() - start
+    rows.unlink(missing_ok=True)
+    start = time.monotonic()
+    subprocess.run([*sage, "suite", "check", str(suite), "--backend", "cuda", "--jobs", str(args.jobs), "--rows",
+                    str(rows)], env=env, stdout=subprocess.DEVNULL)
+    checked = time.monotonic() - start
+    found = [json.loads(line) for line in rows.read_text().splitlines()] if rows.exists() else []
+    from sage_engine.suite.check import TaskCheck, summarize
+
+    summary = summarize([TaskCheck(**row) for row in found])
+    median = (summary["self_speedup"] or {}).get("median")
+    row = {"tasks": len(found), "import_s": round(imported, 1), "check_s": round(checked, 1),
+           "correct_pct": summary["correct_pct"], "median_self_speedup": median}
+    print(json.dumps(row), flush=True)
+    return {"rows": [row], "goals": [
+        {"goal": "KernelBench level 1 checked in at most 6 minutes", "met": len(found) >= 100 and checked <= 360},
+        {"goal": ">= 99% correct", "met": (summary["correct_pct"] or 0) >= 99.0},
+        {"goal": "median self-speedup 0.98-1.02", "met": median is not None and 0.98 <= median <= 1.02}]}
+
+
 STAGES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "tests": stage_tests, "timing": stage_timing, "fused": stage_fused, "hostile": stage_hostile,
+    "wall": stage_wall, "level1": stage_level1,
 }
 
 
@@ -299,6 +386,8 @@ def summary(out: Path) -> int:
     ok = True
     for stage in STAGES:
         path = out / f"device-check-{stage}.json"
+        if stage == "level1" and not path.is_file():
+            continue  # asked for by name only
         if not path.is_file():
             print(f"\n## {stage}: no result (it did not finish in its time)")
             ok = False
@@ -319,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true",
                         help="small inputs and a short timing budget: a smoke run of the check itself, "
                              "e.g. through the test double on a CPU; it says nothing about a GPU")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                        help="level1: evaluations at once (correctness overlaps, timing takes turns)")
     parser.add_argument("--scratch", default=str(ROOT / "build" / "device-check"),
                         help="where the check's memories and build caches go")
     args = parser.parse_args(argv)
