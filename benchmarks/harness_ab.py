@@ -8,7 +8,10 @@ Each tree is measured in a process of its own, importing that tree's
 `sage_engine` (its evaluation children too, through the package they are
 started from): the warm, confined pool of `benchmarks/harness.py`, its
 start-up not counted, every candidate the task's reference renamed to
-ModelNew. Prints each round and the ratio of the medians (this / other).
+ModelNew. Prints each round and the ratios of the medians (this / other):
+evaluations per minute, and the harness's own overhead per evaluation (the
+wall outside the model calls, far less sensitive to a noisy machine than
+the timing phase, whose length follows the noise).
 """
 
 from __future__ import annotations
@@ -41,14 +44,15 @@ with tempfile.TemporaryDirectory() as tmp:
         deadline = time.monotonic() + %(wait)s
         while len(harness.pool.worker_pids()) < config.eval_workers and time.monotonic() < deadline:
             time.sleep(0.1)
-        walls = []
+        walls, overheads = [], []
         for task, source in work:
             start = time.perf_counter()
             result = harness.evaluate(task, source)
             walls.append(time.perf_counter() - start)
+            overheads.append(walls[-1] - result.phases.get("model_calls", 0.0))
             if result.status != "correct":
                 raise SystemExit(f"{task.id}: {result.status}: {result.message}")
-print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "walls": walls}))
+print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "overhead_s": sum(overheads) / len(overheads)}))
 ''' % {"wait": SPARE_WAIT_S}
 
 
@@ -69,14 +73,21 @@ def main() -> None:
     args = parser.parse_args()
     trees = {"this": ROOT, "other": Path(args.against).resolve()}
     per_min: dict[str, list[float]] = {name: [] for name in trees}
+    overhead: dict[str, list[float]] = {name: [] for name in trees}
     for round_ in range(args.rounds):
         order = list(trees.items()) if round_ % 2 == 0 else list(trees.items())[::-1]
         for name, tree in order:
-            per_min[name].append(measure(tree, args.tasks, args.budget)["per_min"])
-        print(f"round {round_ + 1}: " + ", ".join(f"{n} {per_min[n][-1]:.1f}/min" for n in trees), flush=True)
+            found = measure(tree, args.tasks, args.budget)
+            per_min[name].append(found["per_min"])
+            overhead[name].append(found["overhead_s"])
+        print(f"round {round_ + 1}: " + ", ".join(
+            f"{n} {per_min[n][-1]:.1f}/min ({1000 * overhead[n][-1]:.0f} ms overhead)" for n in trees), flush=True)
     this, other = (statistics.median(per_min[n]) for n in trees)
+    cost_this, cost_other = (statistics.median(overhead[n]) for n in trees)
     print(f"warm evaluations per minute, median of {args.rounds} rounds: this {this:.1f}, other {other:.1f}; "
           f"ratio {this / other:.3f} ({100 * (this / other - 1):+.1f}%)")
+    print(f"mean harness overhead per evaluation (wall outside model calls), median of rounds: this "
+          f"{1000 * cost_this:.0f} ms, other {1000 * cost_other:.0f} ms; ratio {cost_this / cost_other:.3f}")
 
 
 if __name__ == "__main__":
