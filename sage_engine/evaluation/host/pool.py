@@ -37,8 +37,8 @@ from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.builds import publish_build, remove_stale_locks
 from sage_engine.evaluation.host.launch import Launch, Sandboxing
 from sage_engine.evaluation.host.leftovers import sweep_leftovers
-from sage_engine.evaluation.host.timing_turn import TimingTurn
-from sage_engine.evaluation.host.workers import (POLL_S, EvaluationRun, EventSink, SandboxFailed, WorkerProcess,
+from sage_engine.evaluation.host.timing_turn import POLL_S, TimingTurn
+from sage_engine.evaluation.host.workers import (EvaluationRun, EventSink, SandboxFailed, WorkerProcess,
                                                  WorkerStartError)
 from sage_engine.evaluation.protocol import Op, Outcome, Request
 

@@ -11,7 +11,7 @@ import time
 from typing import Callable
 
 log = logging.getLogger(__name__)
-POLL_S = 0.05
+POLL_S = 0.05  # how often a wait for the turn (or a worker's event, host/workers.py) looks again
 
 
 class TimingTurn:

@@ -22,7 +22,7 @@ from sage_engine.evaluation.cgroups import PidsCgroup, next_name, pids_cgroup_ba
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import Launch, Sandboxing
 from sage_engine.evaluation.host.leftovers import owner_prefix
-from sage_engine.evaluation.host.timing_turn import TimingTurn
+from sage_engine.evaluation.host.timing_turn import POLL_S, TimingTurn
 from sage_engine.evaluation.processes import ProcessWatch
 from sage_engine.evaluation.protocol import (MAX_TASKS, Event, Exit, Op, Outcome, Ready, Request, Started,
                                              TimingDone, TimingWait, parse_worker_event)
@@ -33,7 +33,6 @@ WORKER_START_TIMEOUT_S = 120.0  # importing torch on a loaded two-core machine
 # catches a worker that stopped answering.
 WORKER_GRACE_S = 30.0
 CANCEL_GRACE_S = 0.5  # a worker told to cancel answers at once; past this it is killed whole
-POLL_S = 0.05
 SANDBOX_TASKS = MAX_TASKS + 32  # the candidate's share plus the worker and the reference process
 
 EventSink = Callable[[Event], None]
