@@ -113,3 +113,15 @@ def assert_phrased(tool: str, param: str, message: str) -> None:
     assert message.startswith(f"Error executing tool {tool}: invalid_input: {param} must be "), message
     assert "; got " in message, message
     assert not [w for w in VALIDATOR_INTERNALS if w in message], message
+
+
+async def assert_every_schema_error_phrased(client) -> None:
+    """Every tool's schema violation, through `client`, comes back in the words of its parameters."""
+    calls = schema_violations((await client.list_tools()).tools)
+    assert len(calls) >= 10
+    for tool, param, arguments in calls:
+        r = await client.call_tool(tool, arguments)
+        assert r.is_error
+        assert_phrased(tool, param, text(r))
+    r = await client.call_tool("retrieve_rules", {"task": "silu", "k": 0})
+    assert text(r) == "Error executing tool retrieve_rules: invalid_input: k must be between 1 and 50; got 0"
