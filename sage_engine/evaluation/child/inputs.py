@@ -40,9 +40,10 @@ class Slot:
 
     dtype: str
     shape: tuple[int, ...]
-    offset: int = -1  # in the shared file; -1: none (a device slot the candidate opened by IPC)
+    device: bool = False  # the input is on the device (a host copy may go along: `offset`)
+    offset: int = -1  # in the shared file; -1: none yet
     tensor: Any = None  # the reference's view of the candidate's copy (host, or the shared device tensor)
-    handle: str = ""  # a device slot's IPC handle (hex of torch's pickled reduction)
+    handle: str = ""  # a device slot's IPC handle (hex of torch's pickled reduction); "" where IPC failed here
 
 
 def _nbytes(shape: tuple[int, ...], element_size: int) -> int:
@@ -94,7 +95,9 @@ class InputSender:
         self.region = Region(torch, fd)
         self.slots: dict[Any, list[Slot | None]] = {}  # case -> a slot per input (None: a number)
         self.ipc_open: bool | None = None  # whether the candidate opened the device handles (None: not said yet)
-        self.pipe_bytes = self.shared_bytes = 0
+        self.ipc_broken = False  # sharing a device tensor failed here: host copies only
+        self.pipe_bytes = 0  # what crossed the inputs pipe: headers only
+        self.shared_bytes = 0  # what was written into the candidate's copies (shared memory, or by IPC)
         self.placed = 0  # bytes of the shared file in use: what the candidate may map beyond its memory cap
 
     def send(self, values: list[Any], *, seed: int, case: int, trial: Any) -> None:
@@ -122,13 +125,16 @@ class InputSender:
                     continue
                 item: dict[str, Any] = {"kind": "tensor", "dtype": slot.dtype, "shape": list(slot.shape),
                                         "requires_grad": bool(value.requires_grad)}
-                slot.tensor.copy_(value)
                 if slot.handle:
+                    slot.tensor.copy_(value)
                     on_device = True
                     item["device"] = slot.handle
-                    if self.ipc_open is not True:  # a host copy too, until the candidate said the handle opened
-                        item["offset"] = self._host_copy(slot, value)
-                else:
+                    self.shared_bytes += value.numel() * value.element_size()
+                if slot.device and (not slot.handle or self.ipc_open is not True):
+                    # A host copy too, until the candidate said the handle opened (or where there is none).
+                    item["offset"] = self._host_copy(slot, value)
+                elif not slot.device:
+                    slot.tensor.copy_(value)
                     item["offset"] = slot.offset
                     self.shared_bytes += value.numel() * value.element_size()
                 out.append(item)
@@ -145,7 +151,7 @@ class InputSender:
             if (slot is None) == is_tensor:
                 return False
             if slot is not None and (str(value.dtype).replace("torch.", "") != slot.dtype
-                                     or tuple(value.shape) != slot.shape or value.is_cuda != bool(slot.handle)):
+                                     or tuple(value.shape) != slot.shape or value.is_cuda != slot.device):
                 return False
         return True
 
@@ -159,20 +165,30 @@ class InputSender:
             if wire._type(value) is not torch.Tensor:
                 slots.append(None)
                 continue
-            slot = Slot(str(value.dtype).replace("torch.", ""), tuple(value.shape))
+            slot = Slot(str(value.dtype).replace("torch.", ""), tuple(value.shape), device=value.is_cuda)
             if value.is_cuda:
-                from multiprocessing.reduction import ForkingPickler
-
-                import torch.multiprocessing  # noqa: F401  (registers the CUDA IPC reductions)
-
-                slot.tensor = torch.empty_like(value, memory_format=torch.contiguous_format)
-                slot.handle = bytes(ForkingPickler.dumps(slot.tensor)).hex()
+                self._share(slot, value)
             else:
                 slot.offset = next(offsets)
                 slot.tensor = self.region.view(slot.offset, slot.dtype, slot.shape)
             slots.append(slot)
         self.placed = self.region.end
         return slots
+
+    def _share(self, slot: Slot, value: Any) -> None:
+        """The candidate's device copy, shared by CUDA IPC; where that fails
+        here, the slot goes by host copies only."""
+        if self.ipc_broken:
+            return
+        try:
+            from multiprocessing.reduction import ForkingPickler
+
+            import torch.multiprocessing  # noqa: F401  (registers the CUDA IPC reductions)
+
+            tensor = self.torch.empty_like(value, memory_format=self.torch.contiguous_format)
+            slot.handle, slot.tensor = bytes(ForkingPickler.dumps(tensor)).hex(), tensor
+        except Exception:  # noqa: BLE001 - no CUDA IPC on this host: the host copy carries it
+            self.ipc_broken = True
 
     def _host_copy(self, slot: Slot, value: Any) -> int:
         if slot.offset < 0:
@@ -188,7 +204,8 @@ class InputSender:
         device slot it opened), else None: what the reference can check."""
         out = []
         for slot in self.slots.get(case) or []:
-            shared = slot is not None and (self.ipc_open is True if slot.handle else device.type == "cpu")
+            shared = slot is not None and (self.ipc_open is True and bool(slot.handle) if slot.device
+                                           else device.type == "cpu")
             out.append(slot.tensor if shared else None)
         return out
 
