@@ -159,6 +159,11 @@ class CandidateSide(Side):
         # Once a case, not a trial: the reference process, which never loads the
         # candidate, is what patches cannot reach; this is early, friendly feedback.
         self.check_patches("ModelNew.forward")
+        if self.device.type == "cpu":
+            # Timed on memory of its own, as the reference is: shared pages may
+            # not get the huge pages the reference's private memory gets.
+            values = [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+                      for v in values]
         self.keep_largest(index, module, model, values)
 
     def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
