@@ -5,8 +5,9 @@
 - Commands and replies: one short ASCII line each way (`rep 4` -> `ok`), so a
   timing round trip costs a pipe write and read, not a JSON parse.
 - Value frames: the candidate's outputs, sent by the candidate process to
-  the reference process, which compares them (and each trial's inputs, the
-  other way): a length-prefixed JSON header
+  the reference process, which compares them (each trial's inputs go the
+  other way in shared memory, only their header as a frame:
+  `child/inputs.py`): a length-prefixed JSON header
   describing each value (a tensor's dtype, shape and byte count, or a plain
   number), then each tensor's raw bytes. The reader checks every header
   against what it expects before reading a byte, so a hostile sender can
@@ -162,27 +163,18 @@ def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> int:
 
 
 def plain_tensor(value: Any, torch: Any) -> bool:
-    """An exact, dense, strided torch.Tensor of a dtype frames carry: what may cross as an input."""
+    """An exact, dense, strided torch.Tensor of a dtype frames carry."""
     return (_type(value) is torch.Tensor and value.layout == torch.strided and not value.is_quantized
             and value.device.type != "meta" and str(value.dtype).replace("torch.", "") in DTYPES)
 
 
+def shareable(value: Any, torch: Any) -> bool:
+    """What may cross as an input: a plain tensor, a number, a bool or None."""
+    return plain_tensor(value, torch) or value is None or _type(value) in (bool, int, float)
+
+
 def _bytes_of(t: Any, n: int) -> memoryview:
     return memoryview((ctypes.c_char * n).from_address(t.data_ptr())).cast("B")
-
-
-def values_frame(values: list[Any], torch: Any, **header: Any) -> tuple[dict[str, Any], list[Any]]:
-    """A frame of plain values (a trial's inputs): exact tensors and numbers.
-    Anything else makes it a `fallback` frame, which carries no values."""
-    entries, tensors = [], []
-    for value in values:
-        entry, tensor = describe(value, torch)
-        if entry["kind"] not in ("tensor", "value"):
-            return {**header, "fallback": entry.get("type") or entry.get("why") or entry["kind"]}, []
-        entries.append(entry)
-        if tensor is not None:
-            tensors.append(tensor)
-    return {**header, "values": entries}, tensors
 
 
 def read_header(fd: int) -> dict[str, Any]:
@@ -198,10 +190,9 @@ def read_header(fd: int) -> dict[str, Any]:
     return header
 
 
-def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) -> Any:
+def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
     """A plain CPU tensor from the stream, for an entry already checked
-    against the expected dtype and shape; read into `into` when that is a
-    contiguous CPU tensor of the same dtype and shape."""
+    against the expected dtype and shape."""
     dtype = getattr(torch, entry["dtype"])
     shape = [int(s) for s in entry["shape"]]
     numel = 1
@@ -210,9 +201,7 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) ->
     nbytes = numel * torch.empty((), dtype=dtype).element_size()
     if int(entry.get("nbytes", -1)) != nbytes:
         raise ProtocolError(f"a {entry['dtype']} tensor of shape {shape} cannot hold {entry.get('nbytes')} bytes")
-    fits = (into is not None and _type(into) is torch.Tensor and into.device.type == "cpu" and into.dtype == dtype
-            and list(into.shape) == shape and into.is_contiguous())
-    out = into if fits else torch.empty(shape, dtype=dtype)
+    out = torch.empty(shape, dtype=dtype)
     if nbytes:
         view = _bytes_of(out, nbytes)
         got = 0
@@ -224,25 +213,3 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any, into: Any = None) ->
     if entry.get("requires_grad") and not out.requires_grad and (out.is_floating_point() or out.is_complex()):
         out.requires_grad_(True)
     return out
-
-
-def read_values(fd: int, torch: Any, into: list[Any] | None = None) -> tuple[dict[str, Any], list[Any] | None]:
-    """(header, values) of a values frame; values is None for a fallback
-    frame. Tensors are read into the matching ones of `into` where they fit."""
-    header = read_header(fd)
-    if "fallback" in header:
-        return header, None
-    entries = header.get("values")
-    if not isinstance(entries, list):
-        raise ProtocolError("a values frame without values")
-    values = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ProtocolError("a frame entry that is not an object")
-        if entry.get("kind") == "value":
-            values.append(entry.get("value"))
-        elif entry.get("kind") == "tensor" and entry.get("dtype") in DTYPES and isinstance(entry.get("shape"), list):
-            values.append(read_tensor(fd, entry, torch, into[i] if into is not None and i < len(into) else None))
-        else:
-            raise ProtocolError(f"an unreadable values entry {str(entry)[:80]}")
-    return header, values

@@ -110,9 +110,8 @@ class InputSender:
     def place(self, values: list[Any], case: Any) -> dict[str, Any] | None:
         """Writes a trial's values into the case's slots; the header's values, or None when they cannot be shared."""
         torch = self.torch
-        for value in values:
-            if not (wire.plain_tensor(value, torch) or value is None or wire._type(value) in (bool, int, float)):
-                return None
+        if not all(wire.shareable(value, torch) for value in values):
+            return None
         slots = self.slots.get(case)
         if slots is None or not self._fits(slots, values):
             slots = self.slots[case] = self._new_slots(values)

@@ -126,8 +126,7 @@ class ReferenceSide(Side):
                 made = list(module.get_inputs())
         except Exception:  # noqa: BLE001 - a builder that needs the host (numpy, a sparse layout): build it there
             made = None
-        if made is None or not all(wire.plain_tensor(v, self.torch) or v is None or type(v) in (bool, int, float)
-                                   for v in made):
+        if made is None or not all(wire.shareable(v, self.torch) for v in made):
             self.host_only.add(case)  # and the candidate builds the same from the seed where they cannot cross
             return self.host_inputs(module, seed)
         return made
