@@ -87,7 +87,7 @@ class Evaluation:
 
     def start_children(self) -> None:
         data_r, data_w = bulk_pipe()  # the candidate's outputs, to the reference
-        in_r, in_w = bulk_pipe()  # the inputs the reference made, to the candidate
+        in_r, in_w = os.pipe()  # where the reference placed each trial's inputs (headers), to the candidate
         cand_dir = os.path.join(self.workdir, "candidate")
         os.makedirs(cand_dir, exist_ok=True)
         shared = shared_file()  # the candidate's copy of the inputs, shared with the reference
