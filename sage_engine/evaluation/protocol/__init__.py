@@ -27,14 +27,16 @@ from sage_engine.evaluation.protocol.events import (CHILD_EVENTS, WORKER_EVENTS,
                                                     RunnerResult, Started, TimingDone, TimingWait, Verdict,
                                                     event_line, parse_child_event, parse_fail, parse_worker_event,
                                                     worker_line)
+from sage_engine.evaluation.protocol.profile import KernelStat, ProfileReport, SideProfile, Work
 from sage_engine.evaluation.protocol.reports import CaseRow, Outcome, Report, TimingReport, TimingStatsReport
 from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STATUSES, MAX_TASKS, BuildSpec, Limits,
-                                                     Op, Request, TaskSpec, TimingOptions, build)
+                                                     Op, ProfileOptions, Request, TaskSpec, TimingOptions, build)
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "Limits", "Lost", "Op", "Outcome", "Progress",
-    "Ready", "ReferenceDone", "Report", "Request", "RunnerResult", "Started", "TaskSpec", "TimingDone",
+    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "KernelStat", "Limits", "Lost", "Op", "Outcome",
+    "ProfileOptions", "ProfileReport", "Progress", "Ready", "ReferenceDone", "Report", "Request", "RunnerResult",
+    "SideProfile", "Started", "TaskSpec", "TimingDone", "Work",
     "TimingOptions", "TimingReport", "TimingStatsReport", "TimingWait", "Verdict", "build", "event_line",
     "parse_child_event", "parse_fail", "parse_worker_event", "worker_line",
 ]
