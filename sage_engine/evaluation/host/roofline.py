@@ -212,7 +212,8 @@ def kernel_counts(profile: Profile) -> str:
     elif ref.launches > 1:
         text += ": nothing was fused"
     if profile.source == "cpu-ops" and cand.wall_us > 0 and cand.kernel_us < OWN_CODE_SHARE * cand.wall_us:
-        text += f" ({1 - cand.kernel_us / cand.wall_us:.0%} of its time is outside torch ops: its own code)"
+        text += (f" ({1 - cand.kernel_us / cand.wall_us:.0%} of its time is outside torch ops: Python, or compiled "
+                 "code of its own the profiler cannot see)")
     if profile.own_kernels is False:
         text += "; every kernel it launched is one the reference launches too (no kernel of its own)"
     return text
