@@ -42,6 +42,7 @@ from sage_engine.evaluation.host import confine, machine
 from sage_engine.evaluation.host.launch import Launch, confinement_for, sandboxing_for
 from sage_engine.evaluation.host.pool import WorkerPool
 from sage_engine.evaluation.backends import limits as measured_limits
+from sage_engine.evaluation.backends.ncu import with_ncu
 from sage_engine.evaluation.host import roofline
 from sage_engine.evaluation.protocol import (MAX_TASKS, BuildSpec, Event, Limits, Outcome, ProfileOptions,
                                              Progress as ProgressEvent, Request, TimingOptions)
@@ -243,6 +244,9 @@ class SandboxBackend(Backend):
     ) -> EvalResult:
         report = _ProgressRelay(progress, total=self.progress_steps(task))
         result, _ = self.run_sandbox(task, source, trials, report, cancel)
+        if result.profile is not None and self.config.profile_ncu and not (cancel is not None and cancel.is_set()):
+            report(report.total - 0.5, "reading Nsight Compute metrics")
+            result = with_ncu(self, task, source, result)
         report.finish(result.status)
         return result
 

@@ -67,8 +67,9 @@ def test_a_limit_that_breaks_device_start_up_leaves_the_backend_not_ready_saying
     finally:
         backend.close()
     assert not status.ready
-    # What failed, in the runtime's words (the driver state, or a library's segment, that did not fit).
-    assert re.match(r"device probe failed: .*(Memory|Import)Error", status.reason), status.reason
+    # What failed, in the runtime's words: the driver's state (caught by the probe: "device start-up failed"),
+    # or a library's segment the child still had to load (the probe process failed: "device probe failed").
+    assert re.match(r"device (start-up|probe) failed: .*(Memory|Import)Error", status.reason), status.reason
 
 
 @pytest.mark.slow
@@ -120,3 +121,25 @@ def test_real_gpu_timer_counts_side_stream_work_and_leaves_out_the_round_trip():
     assert side.all_streams and not plain.all_streams
     assert 0.8 < t_side / t_plain < 1.3  # the side stream's matmul counted in full
     assert abs(t_plain * 1e3 / do_bench(lambda: a @ a, return_mode="median") - 1) < 0.05
+
+
+@pytest.mark.slow
+def test_double_carries_a_profile_and_says_why_ncu_metrics_are_missing(monkeypatch, tmp_path):
+    import shutil
+
+    paths = [str(DOUBLES / "cuda"), str(DOUBLES), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    ncu = shutil.which("ncu")
+    if ncu is not None:  # this host has Nsight Compute: hide it, the missing-ncu path is under test
+        monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                                   if Path(p).resolve() != Path(ncu).resolve().parent))
+    backend = CudaBackend(device_config(tmp_path).replace(profile_ncu=True))
+    try:
+        result = backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+    finally:
+        backend.close()
+    assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
+    p = result.profile
+    assert p is not None and p.bytes == 2 * 64 * 16384 * 4 and p.ncu is None
+    assert p.calibration.startswith("cuda on NVIDIA H200 (test double on CPU), 1 thread")
+    assert any("ncu is not on PATH" in n for n in p.notes), p.notes
