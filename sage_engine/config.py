@@ -122,9 +122,11 @@ class Config:
     # carry no profile and no calibration ever runs.
     profile: bool = True
     # Profiled calls per side: enough for this much of its median time, at
-    # least one and at most profile_max_calls (kernel counts need only one).
-    profile_budget_s: float = 0.2
-    profile_max_calls: int = 10
+    # least one and at most profile_max_calls. Kernel counts need only one
+    # call; a few steady the per-kernel times. A CPU evaluation that stops
+    # timing early takes under a second, so the budget stays small.
+    profile_budget_s: float = 0.05
+    profile_max_calls: int = 5
     # A time that implies more than this multiple of the bandwidth measured
     # for its working set, or of the matmul peak, is impossible. The
     # calibration is the best of several runs of a machine that may have

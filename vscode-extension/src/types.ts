@@ -1,4 +1,4 @@
-// Shapes of what the language server returns; they mirror sage_engine/models.py.
+// Shapes of what the language server returns; they mirror sage_engine/models/.
 
 export interface Item {
     id: number;

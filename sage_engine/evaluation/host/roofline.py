@@ -115,6 +115,8 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
             side.compute_share = at_peak[0] / seconds
         side.bound = bound(side, ideal_s, launch_s)
         sides[role] = side
+        if side.note:
+            notes.append(f"{role}: {side.note}")
     ref, cand = sides["reference"], sides["candidate"]
     source = next((s.source for s in (report.reference, report.candidate) if s is not None), "none")
     profile = Profile(source=source, bytes=nbytes, flops=total_flops, reference=ref, candidate=cand,

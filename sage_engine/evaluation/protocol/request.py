@@ -76,8 +76,8 @@ class ProfileOptions:
     """How the worker profiles each side after timing: calls until `budget_s`
     of the side's median has passed, at least one, at most `max_calls`."""
 
-    budget_s: float = 0.2
-    max_calls: int = 10
+    budget_s: float = 0.05
+    max_calls: int = 5
 
     def calls(self, median_s: float) -> int:
         return max(1, min(self.max_calls, math.ceil(self.budget_s / max(median_s, 1e-9))))
