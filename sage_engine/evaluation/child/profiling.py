@@ -60,20 +60,30 @@ def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
     timed = side.timed_case()
     model, values = timed.model, timed.inputs
     calls = max(1, calls)
+    last: list[Any] = [None]  # the last profiled call's outputs: their bytes are part of the work
+
+    def call() -> None:
+        last[0] = model(*values)
+
+    matrix_work = True
     if side.device.type == "npu":
         from sage_engine.evaluation.child.device import npu_op_profile
 
         with torch.no_grad():
-            found = npu_op_profile(lambda: model(*values), calls)
+            found = npu_op_profile(call, calls)
     else:
-        found = torch_profile(side, lambda: model(*values), calls)
+        found, names = torch_profile(side, call, calls)
+        # No op torch has a FLOP formula for ran: the counting call would count nothing.
+        matrix_work = flop_registry is not None and not names.isdisjoint(
+            getattr(k, "_qualified_op_name", "") for k in flop_registry)
     reply: dict[str, Any] = {"side": vars(found) | {"kernels": [vars(k) for k in found.kernels]}}
     if side.role == "reference":
-        reply["work"] = vars(measure_work(side, model, values))
+        reply["work"] = vars(measure_work(side, model, values, last[0], count_flops=matrix_work))
     return reply
 
 
-def torch_profile(side: Any, call: Any, calls: int) -> SideProfile:
+def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideProfile, set[str]]:
+    """The side's kernels, and the name of every op the host ran (nested ones too)."""
     import torch
     from torch.autograd import DeviceType
     from torch.autograd import profiler as autograd_profiler
@@ -93,16 +103,17 @@ def torch_profile(side: Any, call: Any, calls: int) -> SideProfile:
             with quiet_output():
                 prof.__exit__(None, None, None)
     events = list(prof.function_events)
+    names = {e.name for e in events if e.device_type == DeviceType.CPU}
     note = ""
     if cuda:
         device = [(e.name, e.time_range.elapsed_us()) for e in events if e.device_type == DeviceType.CUDA]
         if device:
-            return summarise("cuda-kernels", device, calls, wall)
+            return summarise("cuda-kernels", device, calls, wall), names
         note = "the profiler saw no device kernel (no CUPTI in this torch?): torch ops on the host instead"
     cpu = [(e.name, e.cpu_time_total) for e in events if e.device_type == DeviceType.CPU and outermost_kernel(e)]
     found = summarise("cpu-ops", cpu, calls, wall)
     found.note = note
-    return found
+    return found, names
 
 
 def is_kernel_op(event: Any) -> bool:
@@ -162,26 +173,26 @@ def quiet_output() -> Iterator[None]:
 # ------------------------------------------------------------------ the work
 
 
-def measure_work(side: Any, model: Any, values: list[Any]) -> Work:
-    """Bytes of the distinct input and output tensors of one call, and the
-    FLOPs torch's formulas count in it, per dtype. Run on the reference only."""
+def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True) -> Work:
+    """Bytes of the distinct input and output tensors of one call (`out`: its
+    outputs), and the FLOPs torch's formulas count in one more call, per
+    dtype, where an op they count ran. Run on the reference only."""
     import torch
 
-    note = ""
-    with torch.no_grad():
-        counter = flop_counter() if flop_registry is not None else None
-        if counter is None:
-            note = "FLOPs not counted: this torch has no torch.utils.flop_counter"
+    note, flops = "", {}
+    if count_flops and flop_registry is None:
+        note = "FLOPs not counted: this torch has no torch.utils.flop_counter"
+    elif count_flops:
+        counter = flop_counter()
         try:
-            with counter if counter is not None else contextlib.nullcontext():
-                out = model(*values)
+            with torch.no_grad(), counter:
+                model(*values)
+            side.sync()
+            flops = {k: float(v) for k, v in counter.flops.items() if v}
         except Exception as exc:  # noqa: BLE001 - a reference that cannot run under the counter
-            counter, note = None, f"FLOPs not counted: {type(exc).__name__}: {exc}"
-            out = model(*values)
-        side.sync()
-    flops = {k: float(v) for k, v in counter.flops.items() if v} if counter is not None else {}
-    return Work(bytes=distinct_bytes(list(flat_tensors(values)) + list(flat_tensors(correctness.as_output_list(out)))),
-                flops=flops, note=note)
+            note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+    tensors = list(flat_tensors(values)) + list(flat_tensors(correctness.as_output_list(out)))
+    return Work(bytes=distinct_bytes(tensors), flops=flops, note=note)
 
 
 def flat_tensors(values: Any) -> Iterator[Any]:

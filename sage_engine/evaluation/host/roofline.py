@@ -150,7 +150,8 @@ def impossible(profile: Profile, rules: Rules) -> str | None:
         else:
             return (f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
                     f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
-                    "it cannot have read its inputs and written its outputs")
+                    "it cannot have read every input byte and written every output byte once (it skips work, or "
+                    "the task lets it leave part of its inputs unread)")
     if cand.compute_share is not None and cand.compute_share > rules.flops_slack:
         if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
             profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
