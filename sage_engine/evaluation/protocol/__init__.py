@@ -14,6 +14,8 @@ once and read through these classes on both ends.
 - Worker events: JSON lines from the worker to the host (ready, started,
   progress, case rows, timing-wait / timing-done around the timing phase,
   and `exit` with the `Outcome`).
+- `ProfileReport` (`profile.py`): each side's kernels and the call's work,
+  the `profile-kernels` replies, carried in the `Report`.
 - `Outcome`: what the worker saw of one evaluation; its `report` (a
   `Report`) decides the result when there is one.
 
