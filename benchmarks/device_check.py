@@ -16,6 +16,11 @@ is often at hand only for minutes) and prints the summary. Stages:
   reference: SAGE's speedup beside do_bench's ratio. Goal: within +-5%.
 - `hostile`: GPU candidates that cheat (work on a side stream, patched
   event timer, cached outputs, a mutated input) and SAGE's verdicts.
+- `profile`: this GPU's calibrated limits, then where the time goes for the
+  fused Triton GELU (goal: memory-bound, at most 1.1x the measured
+  bandwidth, fewer kernels than the eager reference, a kernel of its own)
+  and for a cuBLAS matmul evaluated as its own candidate (goal:
+  compute-bound, at most 1.1x the measured matmul peak, no kernel of its own).
 - `wall`: one evaluation of the fused GELU, start to end, SAGE beside
   KernelBench's evaluator (with a checkout). Goal: at most 1.5x.
 - `level1` (asked for by name, with a checkout): all of KernelBench level 1
@@ -358,9 +363,58 @@ def stage_level1(args: argparse.Namespace) -> dict[str, Any]:
         {"goal": "median self-speedup 0.98-1.02", "met": median is not None and 0.98 <= median <= 1.02}]}
 
 
+MATMUL_SMALL = {"n": 256}  # --small: the cuBLAS task's size for a smoke run
+
+
+def profile_row(name: str, result: Any, wall: float) -> dict[str, Any]:
+    row: dict[str, Any] = {"case": name, "status": result.status, "wall_s": round(wall, 1), "speedup": result.speedup,
+                           "message": result.message[:300]}
+    p = result.profile
+    if p is not None:
+        row.update(source=p.source, bytes=p.bytes, flops=p.flops, bound=p.bound,
+                   bandwidth_share=p.candidate.bandwidth_share, compute_share=p.candidate.compute_share,
+                   reference_kernels=p.reference.launches, candidate_kernels=p.candidate.launches,
+                   own_kernels=p.own_kernels, impossible=p.impossible, top_kernel=next(
+                       (k.name for k in p.candidate.kernels), None), summary=p.summary, notes=p.notes)
+    return row
+
+
+def stage_profile(args: argparse.Namespace) -> dict[str, Any]:
+    import dataclasses
+
+    from sage_engine.evaluation.harness import Harness
+    from sage_engine.evaluation.tasks import load_task
+
+    matmul = load_task(DEVICE / "matmul_cublas.py")
+    if args.small:
+        matmul = dataclasses.replace(matmul, cases=(MATMUL_SMALL,))
+    with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
+        start = time.monotonic()
+        limits = harness.backend("cuda").calibration()
+        best = max(limits.bandwidth, key=lambda b: b.bytes)
+        rows: list[dict[str, Any]] = [{
+            "case": "calibration", "status": "measured", "wall_s": round(time.monotonic() - start, 1),
+            "gbps_largest": max(best.copy_gbps, best.read_gbps), "launch_us": limits.launch_us,
+            **{f"{k}_tflops": v / 1e12 for k, v in limits.matmul_flops.items()}}]
+        print(json.dumps(rows[0]), flush=True)
+        for name, task, source in (("fused triton gelu", fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()),
+                                   ("cublas matmul", matmul, own_candidate(matmul.reference_source))):
+            rows.append(profile_row(name, *evaluate(harness, task, source)))
+            print(json.dumps(rows[-1]), flush=True)
+    fused, cublas = rows[1], rows[2]
+    return {"rows": rows, "goals": [
+        {"goal": "the fused kernel is memory-bound at most 1.1x the measured bandwidth, launches fewer kernels "
+                 "than the reference and has a kernel of its own",
+         "met": fused.get("bound") == "memory" and 0 < (fused.get("bandwidth_share") or 0) <= 1.1
+         and fused["candidate_kernels"] < fused["reference_kernels"] and fused["own_kernels"] is True},
+        {"goal": "the cuBLAS matmul is compute-bound at most 1.1x the measured peak, with no kernel of its own",
+         "met": cublas.get("bound") == "compute" and 0 < (cublas.get("compute_share") or 0) <= 1.1
+         and cublas.get("own_kernels") is False}]}
+
+
 STAGES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "tests": stage_tests, "timing": stage_timing, "fused": stage_fused, "hostile": stage_hostile,
-    "wall": stage_wall, "level1": stage_level1,
+    "wall": stage_wall, "profile": stage_profile, "level1": stage_level1,
 }
 
 

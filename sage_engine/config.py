@@ -115,6 +115,29 @@ class Config:
     # environment (SAGE_RAY_RESOURCES='{"cpu": {"CPU": 2}}').
     ray_resources: dict = field(default_factory=dict, hash=False)
 
+    # --- profile: where a correct candidate's time goes ----------------------
+    # On: after timing, each side's kernels are profiled and the call's bytes
+    # and FLOPs measured against this host's calibrated limits. It costs well
+    # under a fifth of a CPU evaluation (benchmarks/profile.py); off: results
+    # carry no profile and no calibration ever runs.
+    profile: bool = True
+    # Profiled calls per side: enough for this much of its median time, at
+    # least one and at most profile_max_calls. Kernel counts need only one
+    # call; a few steady the per-kernel times. A CPU evaluation that stops
+    # timing early takes under a second, so the budget stays small.
+    profile_budget_s: float = 0.05
+    profile_max_calls: int = 5
+    # A time that implies more than this multiple of the bandwidth measured
+    # for its working set, or of the matmul peak, is impossible. The
+    # calibration is the best of several runs of a machine that may have
+    # been busy then: 10% covers what a quieter moment or a cache edge adds
+    # (a matmul of this host measured 82 and 100 GFLOP/s minutes apart).
+    profile_bandwidth_slack: float = 1.1
+    profile_flops_slack: float = 1.1
+    # Nsight Compute metrics per kernel (cuda, with `ncu` on PATH): replays
+    # every kernel many times, so only on request (sage bench --ncu).
+    profile_ncu: bool = False
+
     # --- sandbox confinement and concurrency (evaluation) --------------------
     # "auto": bubblewrap where it works here, else process limits only, and
     # every result says `limits-only` with the command that fixes it;
@@ -309,6 +332,8 @@ class Config:
             raise InvalidInput("budget_tokens and max_rules must be positive")
         if self.db_url is not None and not is_db_url(self.db_url):
             raise InvalidInput(f"db_url must be a postgresql:// URL, got {self.db_url!r}")
+        if self.profile_budget_s <= 0 or self.profile_max_calls < 1:
+            raise InvalidInput("profile_budget_s must be positive and profile_max_calls at least 1")
         if self.demote_threshold > self.ugc_min_utility:
             raise InvalidInput("demote_threshold must not exceed ugc_min_utility (hysteresis)")
 

@@ -35,6 +35,7 @@ from sage_engine.models import (
     ImportReport,
     Item,
     Lesson,
+    MachineLimits,
     MemoryStats,
     NewItem,
     RetrievalResult,
@@ -324,6 +325,10 @@ class Engine:
 
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         return self.evaluation.setup_backend(name, log=log, force=force)
+
+    def calibrate(self, backend: str | None = None, *, force: bool = False) -> MachineLimits:
+        """This host's measured bandwidth, matmul peaks and launch cost for a backend (cached per host)."""
+        return self.evaluation.calibrate(backend, force=force)
 
     def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
                      scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:

@@ -199,6 +199,8 @@ def hover_markdown(kernel: Kernel, task: str | None, rules: list[Item], items: l
             # A fence longer than any backtick run in the text, so the text cannot end it.
             fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", detail)), default=0))
             lines += ["", f"{fence}text", detail, fence]
+        if result.profile is not None:
+            lines += ["", profile_markdown(result)]
         lines.append("")
     if not task:
         lines += ["No task set for this file. Add `# sage: task=<id or path>` at the top, or use *Set task…*.", ""]
@@ -217,6 +219,15 @@ def hover_markdown(kernel: Kernel, task: str | None, rules: list[Item], items: l
         else:
             lines.append("- nothing in memory matches yet")
     return "\n".join(lines)
+
+
+def profile_markdown(result: EvalResult) -> str:
+    """Where the last result's time went: the binding limit, then the sentence to act on."""
+    p = result.profile
+    bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}.get(
+        p.bound or "", "no measured limits")
+    flag = " · **physically impossible time**" if p.impossible else ""
+    return f"**Where the time goes** ({bound}){flag}: {_md(p.summary)}"
 
 
 def _md(text: str) -> str:

@@ -216,9 +216,13 @@ async def compile_and_bench(
 
     Returns status (correct, incorrect, compile_error, runtime_error, timeout, crashed,
     rejected, sandbox_error), max errors and the first mismatch, reference and candidate timings, speedup,
-    diagnostics with candidate line numbers, and attempt_id. A failing kernel is a result,
-    not an error: read message and diagnostics, fix the code and call again. Takes seconds
-    to minutes; progress is reported. Finish with record_adoption.
+    diagnostics with candidate line numbers, and attempt_id. A correct kernel also gets a profile:
+    the kernels each side launched and their time, the bytes and FLOPs of a call, the share of this
+    machine's measured bandwidth and matmul peak each side reached, the binding limit (memory,
+    compute or latency) and profile.summary, one sentence saying why it is slow; a time faster than
+    the machine can go is flagged (profile.impossible). A failing kernel is a result, not an error:
+    read message and diagnostics, fix the code and call again. Takes seconds to minutes; progress
+    is reported. Finish with record_adoption.
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
     return await _call_with_progress(

@@ -85,10 +85,25 @@ def new_db(store_kind: str, tmp_path: Path, request):
     return make
 
 
+@pytest.fixture(scope="session")
+def calibration_dir(tmp_path_factory) -> Path:
+    """This host's measured limits, shared by the session's cache dirs:
+    measuring takes seconds, and each test's own cache dir would measure
+    again. The calibration tests use cache dirs of their own."""
+    return tmp_path_factory.mktemp("calibration")
+
+
+def share_calibration(cache_dir: Path, shared: Path) -> Path:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    (cache_dir / "calibration").symlink_to(shared, target_is_directory=True)
+    return cache_dir
+
+
 @pytest.fixture
-def config(db_spec: str, tmp_path: Path) -> Config:
+def config(db_spec: str, tmp_path: Path, calibration_dir: Path) -> Config:
     # Automatic consolidation off: tests consolidate when they mean to.
-    return Config(cache_dir=tmp_path / "cache", auto_consolidate_every=0).with_db(db_spec)
+    cache = share_calibration(tmp_path / "cache", calibration_dir)
+    return Config(cache_dir=cache, auto_consolidate_every=0).with_db(db_spec)
 
 
 @pytest.fixture

@@ -201,6 +201,8 @@ def feedback(result: EvalResult, *, round_no: int, rounds: int, best: str | None
         )
     if result.speedup is not None:
         lines.append(f"Speedup over the reference: {result.speedup:.3g}x")
+    if result.profile is not None and result.profile.summary:
+        lines.append(f"Where the time goes: {result.profile.summary}")
     if result.suspicious_speedup:
         lines.append("Note: this speedup is suspiciously large; make sure the kernel does all the work.")
     if not result.timing_representative:

@@ -12,8 +12,9 @@ import signal
 from typing import Any
 
 from sage_engine.evaluation import timing
+from sage_engine.evaluation.host import calibration, roofline
 from sage_engine.evaluation.protocol import CaseRow, Outcome, Report
-from sage_engine.models import CaseResult, Diagnostic, EvalResult, TimingStats
+from sage_engine.models import CaseResult, Diagnostic, EvalResult, MachineLimits, Profile, TimingStats
 
 STDOUT_TAIL_CHARS = 4000
 # faulthandler's frame lines: File "/tmp/sage-eval-x/candidate.py", line 12 in forward
@@ -44,11 +45,17 @@ def _from_outcome(
     timing_representative: bool,
     suspicious_speedup: float,
     last_progress: str = "",
+    limits: MachineLimits | None = None,
+    limits_note: str = "",
+    rules: roofline.Rules | None = None,
 ) -> EvalResult:
     tail = _tail(outcome)
     if outcome.report is not None and outcome.killed != "processes":
-        return _from_report(outcome.report, base=base, tail=tail, timing_representative=timing_representative,
-                            suspicious_speedup=suspicious_speedup)
+        result = _from_report(outcome.report, base=base, tail=tail, timing_representative=timing_representative,
+                              suspicious_speedup=suspicious_speedup)
+        if rules is not None and outcome.report.profile is not None and result.candidate_timing is not None:
+            result = _with_profile(result, outcome.report, limits, limits_note, rules)
+        return result
     cases = [_case(row) for row in outcome.cases]
     stage = f" while {last_progress}" if last_progress else ""
     status, category = "crashed", "crash"
@@ -142,6 +149,29 @@ def _from_report(
                       **({"checks": report.checks} if report.checks else {})},
         **fields,
     )
+
+
+def _with_profile(result: EvalResult, report: Report, limits: MachineLimits | None, limits_note: str,
+                  rules: roofline.Rules) -> EvalResult:
+    """The profile judged against the medians timing measured; a physically
+    impossible time is flagged whatever the speedup."""
+    profile: Profile = roofline.judge(report.profile, reference_ms=result.reference_timing.median_ms,
+                                      candidate_ms=result.candidate_timing.median_ms, limits=limits, rules=rules,
+                                      limits_note=limits_note)
+    if limits is not None:
+        profile.calibration = calibration.describe(limits)
+    update: dict[str, Any] = {"profile": profile}
+    diags = list(result.diagnostics)
+    if profile.impossible:
+        update["suspicious_speedup"] = True
+        diags.append(Diagnostic(severity="warning", category="timing",
+                                message=f"physically impossible time: {profile.impossible}"))
+    if profile.own_kernels is False:
+        diags.append(Diagnostic(severity="info", category="profile",
+                                message="the candidate launched no kernel of its own: every kernel it ran is one "
+                                        "the reference launches too (library kernels)"))
+    update["diagnostics"] = diags
+    return result.model_copy(update=update)
 
 
 def _tail(outcome: Outcome) -> str:

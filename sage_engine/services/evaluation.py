@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.memory import validation
-from sage_engine.models import BackendStatus, EvalResult, TaskSummary
+from sage_engine.models import BackendStatus, EvalResult, MachineLimits, TaskSummary
 
 if TYPE_CHECKING:
     from sage_engine.evaluation.executor import Executor
@@ -165,6 +165,19 @@ class EvaluationService:
         from sage_engine.evaluation.backends.base import list_backends
 
         return list_backends(self.config)
+
+    def calibrate(self, name: str | None = None, *, force: bool = False) -> MachineLimits:
+        """This host's measured limits for a backend: cached, or measured now
+        (always with `force`), as an evaluation's candidate process would run."""
+        backend = self.harness.backend(name)
+        calibration = getattr(backend, "calibration", None)
+        if not callable(calibration) or not backend.timing_representative:
+            raise BackendUnavailable(f"the {backend.name} backend times nothing representative: it has no limits to "
+                                     "measure; calibrate cpu, npu or cuda")
+        status = self.harness.backend_status(backend.name)
+        if not status.ready:
+            raise BackendUnavailable(f"backend {backend.name!r} is not ready: {status.reason}. {status.setup}".strip())
+        return calibration(force=force)
 
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         """Create what a backend needs here (the ascend-compile virtualenv);

@@ -33,6 +33,7 @@ class State:
         self.db, self.backend, self.as_json, self.executor = db, backend, as_json, executor
         self._engine = None
         self._chosen: list[str] = []
+        self.changes: dict[str, Any] = {}  # Config fields a subcommand's flags set (sage bench --ncu)
 
     def chose(self, *paths: str | Path | None) -> None:
         """Paths the user typed on this command line. The candidate roots keep
@@ -51,7 +52,7 @@ class State:
         if self._chosen:
             roots = config.candidate_roots or str(Path.cwd())  # empty means the working directory
             config = dataclasses.replace(config, candidate_roots=os.pathsep.join([roots, *self._chosen]))
-        return config
+        return dataclasses.replace(config, **self.changes) if self.changes else config
 
     @property
     def engine(self):

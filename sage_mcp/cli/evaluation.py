@@ -9,6 +9,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sage_mcp.cli.common import State, console, emit, err_console, handle_errors, json_option, pass_state, table
+from sage_mcp.cli.profile import render_limits, render_profile
 
 # Which example solutions each backend runs (file-name prefix in solutions/).
 SOLUTION_PREFIX = {"cpu": "cpu_", "triton": "triton_", "ascend-compile": "ascend_", "npu": "ascend_", "cuda": "triton_"}
@@ -37,6 +38,8 @@ def render_result(r) -> None:
         console.print(f"  {d.severity} [{d.category}] {where}{d.message}", highlight=False, markup=False)
     for key, value in (r.compile_info or {}).items():
         console.print(f"  {key}: {value}", highlight=False, markup=False)
+    if r.profile is not None:
+        console.print(f"where the time goes: {r.profile.summary}", highlight=False, markup=False)
 
 
 @click.command()
@@ -45,12 +48,17 @@ def render_result(r) -> None:
 @click.option("--backend", "bench_backend", help="cpu (default), triton, ascend-compile, npu, cuda.")
 @click.option("--trials", type=int, help="Seeded correctness trials per case.")
 @click.option("--episode", "episode_id", type=int, help="Record the attempt in this episode.")
+@click.option("--profile", "show_profile", is_flag=True,
+              help="Print where the time goes: kernels per side, bytes, FLOPs, shares of the measured limits.")
+@click.option("--ncu", is_flag=True, help="Add Nsight Compute metrics per kernel (cuda with ncu on PATH; slow).")
 @json_option
 @pass_state
 @handle_errors
-def bench(state: State, candidate, task, bench_backend, trials, episode_id) -> None:
+def bench(state: State, candidate, task, bench_backend, trials, episode_id, show_profile, ncu) -> None:
     """Compile, check and time CANDIDATE (a file defining ModelNew) against a task."""
     state.chose(candidate, task)
+    if show_profile or ncu:
+        state.changes.update(profile=True, **({"profile_ncu": True} if ncu else {}))
     with _progress() as bar:
         job = bar.add_task("evaluating", total=None)
 
@@ -59,7 +67,7 @@ def bench(state: State, candidate, task, bench_backend, trials, episode_id) -> N
 
         result = state.engine.evaluate(str(Path(candidate).resolve()), task, backend=bench_backend,
                                        trials=trials, episode_id=episode_id, progress=progress)
-    emit(state, result, render_result)
+    emit(state, result, (lambda r: (render_result(r), render_profile(r))) if show_profile or ncu else render_result)
     if result.status != "correct":
         sys.exit(1)
 
@@ -111,3 +119,17 @@ def backends_setup(state: State, name, force) -> None:
     """Create the cached environment a backend needs (ascend-compile: its own virtualenv)."""
     path = state.engine.setup_backend(name, log=lambda msg: err_console.print(msg, highlight=False, markup=False), force=force)
     console.print(f"{name} is ready" + (f" ({path})" if path else ""))
+
+
+@backends.command("calibrate")
+@click.option("--backend", "calibrate_backend", help="cpu, npu or cuda (default: the configured backend).")
+@click.option("--force", is_flag=True, help="Measure again even if this host's limits are cached.")
+@json_option
+@pass_state
+@handle_errors
+def backends_calibrate(state: State, calibrate_backend, force) -> None:
+    """Measure this host's peak bandwidth, matmul FLOP/s per dtype and launch cost for a backend (once, then cached)."""
+    with _progress() as bar:
+        bar.add_task("measuring this host's limits" if force else "reading or measuring this host's limits", total=None)
+        limits = state.engine.calibrate(calibrate_backend, force=force)
+    emit(state, limits, render_limits)

@@ -39,6 +39,7 @@ def test_task_is_solved_in_two_rounds_after_a_compile_error(two_rounds):
     assert "Round 1 of 3: compile_error" in feedback and "line 5" in feedback and "[error syntax]" in feedback
     # ... and the correct round reported timing and speedup back.
     assert "Speedup over the reference" in replay.tool_results(2)[0]["content"]
+    assert "\nWhere the time goes: " in replay.tool_results(2)[0]["content"]  # and why it is as fast as it is
     detail = engine.get_episode(rec.episode_id)
     assert [a.status for a in detail.attempt_list] == ["compile_error", "correct"]
     assert detail.status == "closed" and rec.best_speedup and rec.best_speedup > 0

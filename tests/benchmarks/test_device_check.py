@@ -39,3 +39,19 @@ def test_the_hostile_stage_runs_through_the_double_and_the_summary_reports_it(tm
     summary = run_check("summary", tmp_path=tmp_path)
     assert "## hostile" in summary.stdout and "goal: every hostile GPU candidate" in summary.stdout
     assert "## timing: no result" in summary.stdout and summary.returncode == 1
+
+
+@pytest.mark.slow
+def test_the_profile_stage_runs_through_the_double_and_reports_the_matmuls_work(tmp_path):
+    proc = run_check("profile", "--small", tmp_path=tmp_path)
+    data = json.loads((tmp_path / "device-check-profile.json").read_text())
+    rows = {row["case"]: row for row in data["rows"]}
+    assert rows["calibration"]["gbps_largest"] > 0 and rows["calibration"]["float32_tflops"] > 0
+    cublas = rows["cublas matmul"]
+    assert cublas["status"] == "correct", cublas
+    assert cublas["flops"] == 2 * 256 ** 3 and cublas["bytes"] == 3 * 256 * 256 * 4 and cublas["summary"]
+    # The double runs torch ops on the CPU: no device kernels to name, said in a note, so the own-kernel goal is open.
+    assert cublas["source"] == "cpu-ops" and cublas["own_kernels"] is None
+    assert any("no device kernel" in note for note in cublas["notes"])
+    assert "fused triton gelu" in rows  # the Triton kernel needs a real GPU; its row says how it ended
+    assert proc.returncode == 1 and [g["met"] for g in data["goals"]] == [False, False]

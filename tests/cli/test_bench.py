@@ -32,3 +32,46 @@ def test_a_candidate_named_on_the_command_line_is_benched_outside_the_working_di
     with Engine(Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache")) as engine:
         with pytest.raises(InvalidInput, match="outside the allowed directories"):
             engine.evaluate(str(candidate), "leaky_relu")
+
+
+def _bench(tmp_path: Path, calibration_dir: Path, *flags: str):
+    from tests.conftest import share_calibration
+
+    env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir)),
+           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    return CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "bench", str(SOLUTION), "--task", "leaky_relu",
+                                    *flags], env=env, catch_exceptions=False)
+
+
+def test_bench_with_profile_prints_where_the_time_goes(tmp_path, calibration_dir):
+    result = _bench(tmp_path, calibration_dir, "--profile")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "where the time goes (cpu-ops)" in out and "share of measured bandwidth" in out
+    assert "aten::leaky_relu" in out and "aten::clamp" in out  # the reference's op, the candidate's
+    assert "a call moves at least 16.0 MiB (inputs plus outputs)" in out
+    assert "where the time goes: memory-bound at " in out
+
+
+def test_bench_without_profile_prints_only_the_sentence(tmp_path, calibration_dir):
+    result = _bench(tmp_path, calibration_dir)
+    assert result.exit_code == 0, result.output
+    assert "where the time goes: memory-bound at " in result.output
+    assert "share of measured bandwidth" not in result.output
+
+
+def test_bench_ncu_on_the_cpu_backend_says_why_there_are_no_metrics(tmp_path, calibration_dir):
+    result = _bench(tmp_path, calibration_dir, "--ncu")
+    assert result.exit_code == 0, result.output
+    assert "note: ncu metrics were asked for, but they are read on the cuda backend only, not cpu" in result.output
+
+
+def test_backends_calibrate_prints_the_measured_limits(tmp_path, calibration_dir):
+    from tests.conftest import share_calibration
+
+    env = {"SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir))}
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "backends", "calibrate"], env=env,
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "bandwidth" in result.output and "256.0 MiB" in result.output and "float32" in result.output
+    assert "one smallest op, back to back: " in result.output and "cache: " in result.output

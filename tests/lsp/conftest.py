@@ -15,11 +15,13 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from pygls.protocol import default_converter
 
+from tests.conftest import share_calibration
 from tests.lsp.support import FAST_ENV, TASK, Workspace
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Workspace:
+def workspace(tmp_path: Path, calibration_dir: Path) -> Workspace:
+    share_calibration(tmp_path / ".cache", calibration_dir)
     ws = Workspace(root=tmp_path, db=tmp_path / "memory.db")
     ws.write("double.py", TASK)
     return ws

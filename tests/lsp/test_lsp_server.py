@@ -56,6 +56,19 @@ async def test_benchmark_command_evaluates_reports_progress_and_refreshes_lenses
     assert list(lsp.diagnostics[uri]) == []  # a correct kernel clears the Problems panel
 
 
+async def test_hover_after_a_benchmark_says_where_the_time_went(lsp, workspace):
+    path = workspace.write("kernels/good.py", GOOD)
+    uri = open_doc(lsp, path)
+    summary = await asyncio.wait_for(execute(lsp, "sage.benchmark", uri), BOUND_S)
+    profile = summary["result"]["profile"]
+    assert summary["result"]["status"] == "correct" and profile["bound"] in ("memory", "compute", "latency")
+    hover = await lsp.text_document_hover_async(types.HoverParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}[profile["bound"]]
+    assert f"**Where the time goes** ({bound}): " in hover.contents.value
+    assert profile["summary"].split(";")[0] in hover.contents.value  # its first clause has nothing to escape
+
+
 async def test_failing_candidate_gets_a_diagnostic_that_quotes_the_lens_and_names_the_case(lsp, workspace):
     path = workspace.write("kernels/wrong.py", WRONG)
     uri = open_doc(lsp, path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from sage_engine.kernels import find_kernels
-from sage_engine.models import CaseResult, Diagnostic, EvalResult, ScoredItem, TaskSummary
+from sage_engine.models import CaseResult, Diagnostic, EvalResult, Profile, ScoredItem, TaskSummary
 from sage_mcp.lsp_views import (
     SHORT_CHARS,
     ago,
@@ -140,3 +140,21 @@ def test_hover_lists_rules_and_items_with_utility_and_adoptions_and_escapes_titl
     assert "`add_kernel` (Triton kernel) · task `gelu`" in md
     assert "Use \\`tl.max\\` \\[fast\\] (#7) · utility +0.42 · adopted 3×" in md
     assert "- none yet" in md
+
+
+def test_hover_says_where_the_last_results_time_went():
+    profile = Profile(source="cpu-ops", bytes=16 << 20, bound="memory",
+                      summary="memory-bound at 38% of measured bandwidth; the reference launches 7 torch ops a call, "
+                              "the candidate 7: nothing was fused")
+    result = _result(speedup=0.63, profile=profile)
+    md = hover_markdown(find_kernels(SOURCE)[1], "softmax", [], [], (result_summary(result), result))
+    assert ("**Where the time goes** (memory-bound): memory-bound at 38% of measured bandwidth; the reference "
+            "launches 7 torch ops a call, the candidate 7: nothing was fused") in md
+
+
+def test_hover_marks_a_physically_impossible_time():
+    profile = Profile(source="cpu-ops", bound="memory", summary="impossible: its time implies 900 GB/s",
+                      impossible="its time implies 900 GB/s")
+    result = _result(speedup=3.0, suspicious_speedup=True, profile=profile)
+    md = hover_markdown(find_kernels(SOURCE)[1], "softmax", [], [], (result_summary(result), result))
+    assert "(memory-bound) · **physically impossible time**: impossible: its time implies 900 GB/s" in md

@@ -51,6 +51,9 @@ async def test_every_tool_is_listed_with_an_output_schema_and_truthful_hints(con
         assert hints.open_world_hint is False
     assert "episode_id" in tools["compile_and_bench"].input_schema["properties"]
     assert tools["retrieve_rules"].input_schema["required"] == ["task"]
+    # Where the time goes is part of every evaluation's structured output, and the description says so.
+    assert "profile" in tools["compile_and_bench"].output_schema["properties"]
+    assert "profile.summary" in tools["compile_and_bench"].description
 
 
 async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_down(config):
@@ -76,6 +79,7 @@ async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_d
         result = EvalResult.model_validate(r.structured_content)
         assert result.status == "correct" and result.attempt_id and result.speedup
         assert result.episode_id == retrieval.episode_id
+        assert result.profile.bound in ("memory", "compute", "latency") and result.profile.summary
         assert len(updates) >= 2 and updates[-1][0] == updates[-1][1]
         assert [u[0] for u in updates] == sorted(u[0] for u in updates)
 

@@ -2,6 +2,7 @@ import type { Middleware } from 'vscode-languageclient/node';
 import { ClientCommand, ServerCommand } from './constants';
 import { renderMemoryHtml } from './memoryView';
 import { Panels } from './panels';
+import { renderProfileHtml } from './profileView';
 import { renderRetrievalHtml } from './retrievalView';
 import type { SageServer } from './server';
 import type { ResultStatus } from './statusBar';
@@ -20,6 +21,7 @@ import type { Disposable } from 'vscode';
 
 export const MEMORY_VIEW = 'sage.memory';
 export const RULES_VIEW = 'sage.rules';
+export const PROFILE_VIEW = 'sage.profile';
 
 interface Retrieval {
     task: string;
@@ -51,6 +53,7 @@ export class SageCommands {
             registerCommand(ClientCommand.showMemory, () => this.showMemory()),
             registerCommand(ClientCommand.pickTask, (uri?: string) => this.pickTask(uri)),
             registerCommand(ClientCommand.restartServer, () => this.restart()),
+            registerCommand(ClientCommand.showProfile, () => this.showProfile()),
         ];
     }
 
@@ -172,6 +175,29 @@ export class SageCommands {
                 `SAGE: promoted ${report.promoted.length}, demoted ${report.demoted.length}; rulebook ${report.rulebook.length} rules, ${report.tokens} tokens.`,
             );
             return report;
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            return undefined;
+        }
+    }
+
+    /** Where the active file's last evaluation spent its time, in a panel. */
+    async showProfile(): Promise<ResultSummary | undefined> {
+        const editor = activeTextEditor();
+        const server = this.requireServer();
+        if (!editor || !server) {
+            if (!editor) {
+                void showErrorMessage('SAGE: open a kernel file to see where its time goes.');
+            }
+            return undefined;
+        }
+        const uri = editor.document.uri.toString();
+        try {
+            const summary = await server.execute<ResultSummary | null>(ServerCommand.lastResult, [uri]);
+            const result = summary?.result ?? null;
+            const title = result ? `SAGE profile: ${result.task}` : 'SAGE profile';
+            this.panels.show(PROFILE_VIEW, title, (nonce, cspSource) => renderProfileHtml(uri, result, { nonce, cspSource }));
+            return summary ?? undefined;
         } catch (err) {
             void showErrorMessage(`SAGE: ${messageOf(err)}`);
             return undefined;

@@ -41,4 +41,5 @@ export const ClientCommand = {
     showMemory: 'sage.showMemory',
     pickTask: 'sage.pickTask',
     restartServer: 'sage.restartServer',
+    showProfile: 'sage.showProfile',
 } as const;

@@ -17,7 +17,8 @@ export function statusText(summary: ResultSummary | null | undefined): StatusTex
     const icon = r.correct ? '$(check)' : '$(error)';
     const headline = r.correct && r.speedup != null ? `${r.speedup.toFixed(2)}x` : r.status.replace('_', ' ');
     const stale = summary.stale ? ' $(history)' : '';
-    return { text: `${icon} SAGE ${headline}${stale}`, tooltip: summary.summary };
+    const where = r.profile?.summary ? `\nWhere the time goes: ${r.profile.summary}` : '';
+    return { text: `${icon} SAGE ${headline}${stale}`, tooltip: summary.summary + where };
 }
 
 export class ResultStatus {

@@ -1,4 +1,4 @@
-// Shapes of what the language server returns; they mirror sage_engine/models.py.
+// Shapes of what the language server returns; they mirror sage_engine/models/.
 
 export interface Item {
     id: number;
@@ -51,6 +51,50 @@ export interface RetrievalResult {
     tokens: number;
 }
 
+export interface TimingStats {
+    median_ms: number;
+    iqr_ms: number;
+    reps: number;
+}
+
+export interface KernelTime {
+    name: string;
+    launches: number;
+    time_us: number;
+}
+
+export type Bound = 'memory' | 'compute' | 'latency';
+
+export interface SideProfile {
+    kernels: KernelTime[];
+    launches: number;
+    kernel_us: number;
+    wall_us: number;
+    achieved_gbps?: number | null;
+    achieved_flops?: number | null;
+    bandwidth_share?: number | null;
+    compute_share?: number | null;
+    bound?: Bound | null;
+    note: string;
+}
+
+/** Where an evaluation's time goes (sage_engine/models/profile.py). */
+export interface Profile {
+    source: string;
+    bytes?: number | null;
+    flops?: number | null;
+    reference?: SideProfile | null;
+    candidate?: SideProfile | null;
+    peak_gbps?: number | null;
+    peak_flops?: number | null;
+    bound?: Bound | null;
+    summary: string;
+    impossible?: string | null;
+    own_kernels?: boolean | null;
+    calibration?: string | null;
+    notes: string[];
+}
+
 export interface EvalResult {
     status: string;
     message: string;
@@ -63,6 +107,9 @@ export interface EvalResult {
     max_abs_error?: number | null;
     attempt_id?: number | null;
     episode_id?: number | null;
+    reference_timing?: TimingStats | null;
+    candidate_timing?: TimingStats | null;
+    profile?: Profile | null;
 }
 
 /** What `sage.benchmark` and `sage.lastResult` return. */

@@ -70,13 +70,18 @@ test('activate starts the real server and "Benchmark file" puts the speedup in t
 
         await vscode.commands.executeCommand('sage.benchmarkFile');
         assert.match(stub.state.statusBarItem.text, /^\$\(check\) SAGE \d+\.\d\dx$/, client.stderr);
-        assert.match(stub.state.statusBarItem.tooltip, /x vs reference · correct · cpu · just now$/);
+        // The summary, then where the time went, as the real profile words it.
+        assert.match(stub.state.statusBarItem.tooltip, /x vs reference · correct · cpu · just now\nWhere the time goes: (memory|compute|launch\/latency)-bound/);
         assert.ok(fs.existsSync(path.join(dir, 'memory.db')), 'the database setting reached the server');
         const diagnostics = client.notifications.filter((n) => n.method === 'textDocument/publishDiagnostics');
         assert.deepEqual(diagnostics.at(-1).params.diagnostics, []);
 
         await vscode.commands.executeCommand('sage.showMemory');
         assert.match(stub.state.panels.at(-1).webview.html, /No items yet/);
+
+        await vscode.commands.executeCommand('sage.showProfile');
+        assert.match(stub.state.panels.at(-1).webview.html, /<h2>Kernels \(cpu-ops\)<\/h2>/);
+        assert.match(stub.state.panels.at(-1).webview.html, /share of measured bandwidth/);
     } finally {
         for (const d of context.subscriptions) d.dispose();
         await extension.deactivate();

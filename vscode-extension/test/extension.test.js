@@ -69,7 +69,7 @@ test('activation registers every palette command in package.json and nothing els
     await activate();
     const declared = pkg.contributes.commands.map((c) => c.command).sort();
     assert.deepEqual([...stub.registeredCommands.keys()].sort(), declared);
-    assert.equal(declared.length, 8);
+    assert.equal(declared.length, 9);
 });
 
 test('the language server runs the configured interpreter with the module named in package.json', async () => {
@@ -263,4 +263,18 @@ test('a server that fails to start leaves the extension active with a clear mess
     await vscode.commands.executeCommand('sage.benchmarkFile');
     const shown = stub.calls.filter((c) => c.name === 'window.showErrorMessage').map((c) => c.args[0]);
     assert.match(shown[0], /language server is not running.*Restart server/);
+});
+
+test('show where the time goes asks the server for the file\'s last result and renders its profile in one panel', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    const profile = { source: 'cpu-ops', bytes: 1024, reference: null, candidate: null, bound: 'latency',
+        summary: 'launch/latency-bound: tiny', notes: [] };
+    responses['sage.lastResult'] = { ...CORRECT, result: { ...CORRECT.result, profile } };
+    await vscode.commands.executeCommand('sage.showProfile');
+    assert.deepEqual(serverCommands().at(-1), ['sage.lastResult', ['file:///ws/kernels/k.py']]);
+    const [panel] = stub.state.panels;
+    assert.match(panel.webview.html, /<strong>launch\/latency-bound<\/strong> · launch\/latency-bound: tiny/);
+    await vscode.commands.executeCommand('sage.showProfile');
+    assert.equal(stub.state.panels.length, 1, 'the profile view is reused, not stacked');
 });

@@ -92,3 +92,49 @@ test('status text: nothing yet, speedup, failure, stale', () => {
     assert.equal(statusText({ ...summary, result: { status: 'compile_error', correct: false } }).text, '$(error) SAGE compile error');
     assert.equal(statusText({ ...summary, stale: true }).text, '$(check) SAGE 1.50x $(history)');
 });
+
+const { renderProfileHtml } = require('../out/profileView.js');
+
+function profiled(overrides = {}) {
+    const side = (name, share) => ({
+        kernels: [{ name, launches: 1, time_us: 812.5 }], launches: 1, kernel_us: 812.5, wall_us: 830,
+        achieved_gbps: 20.61, achieved_flops: null, bandwidth_share: share, compute_share: null, bound: 'memory', note: '',
+    });
+    return {
+        status: 'correct', message: '', task: 'leaky_relu', backend: 'cpu', hardware: 'x86_64-avx2', candidate_hash: 'h',
+        correct: true, speedup: 0.63, reference_timing: { median_ms: 0.8, iqr_ms: 0.01, reps: 10 },
+        candidate_timing: { median_ms: 1.27, iqr_ms: 0.02, reps: 10 },
+        profile: {
+            source: 'cpu-ops', bytes: 16777216, flops: null, reference: side('aten::leaky_relu', 0.6),
+            candidate: side('aten::clamp<T>', 0.38), peak_gbps: 52.7, peak_flops: null, bound: 'memory',
+            summary: 'memory-bound at 38% of measured bandwidth; the reference launches 1 torch op a call, the candidate 1: nothing was fused',
+            impossible: null, own_kernels: null, calibration: 'cpu on x86_64-avx2, 1 thread', notes: ['candidate: a <note>'],
+        },
+        ...overrides,
+    };
+}
+
+test('profile view shows the sentence, both sides against the limits, and their kernels, escaped', () => {
+    const html = renderProfileHtml('file:///k.py', profiled(), { nonce: 'n0nce', cspSource: 'vscode-webview://x' });
+    assert.match(html, /<strong>memory-bound<\/strong> · memory-bound at 38% of measured bandwidth; the reference launches 1 torch op a call/);
+    assert.match(html, /<th>share of measured bandwidth<\/th><td class="num">60%<\/td><td class="num">38%<\/td>/);
+    assert.match(html, /<th>torch ops a call<\/th>/);
+    assert.match(html, /<code>aten::clamp&lt;T&gt;<\/code><\/td><td class="num">1\.0<\/td><td class="num">812\.5<\/td>/);
+    assert.match(html, /A call moves at least 16\.0 MiB \(inputs plus outputs\); measured on this machine: 52\.7 GB\/s/);
+    assert.match(html, /<li>candidate: a &lt;note&gt;<\/li>/);
+    assert.doesNotMatch(html, /Physically impossible/);
+});
+
+test('profile view marks an impossible time and says when there is no profile yet', () => {
+    const impossible = profiled();
+    impossible.profile.impossible = 'its time implies 900 GB/s';
+    assert.match(renderProfileHtml('file:///k.py', impossible), /<strong>Physically impossible time:<\/strong> its time implies 900 GB\/s/);
+    assert.match(renderProfileHtml('file:///k.py', null), /No profile for file:\/\/\/k\.py yet/);
+    assert.match(renderProfileHtml('file:///k.py', profiled({ profile: null })), /only a correct, timed candidate is profiled/);
+});
+
+test('status bar tooltip carries where the time goes', () => {
+    const summary = { uri: 'file:///k.py', task: 'leaky_relu', summary: '0.63x vs reference · correct · cpu', stale: false, result: profiled() };
+    const { tooltip } = statusText(summary);
+    assert.equal(tooltip, '0.63x vs reference · correct · cpu\nWhere the time goes: memory-bound at 38% of measured bandwidth; the reference launches 1 torch op a call, the candidate 1: nothing was fused');
+});

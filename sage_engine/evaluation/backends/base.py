@@ -41,9 +41,13 @@ from sage_engine.evaluation import results, static_checks
 from sage_engine.evaluation.host import confine, machine
 from sage_engine.evaluation.host.launch import Launch, confinement_for, sandboxing_for
 from sage_engine.evaluation.host.pool import WorkerPool
-from sage_engine.evaluation.protocol import MAX_TASKS, BuildSpec, Event, Limits, Progress as ProgressEvent, Request, TimingOptions
+from sage_engine.evaluation.backends import limits as measured_limits
+from sage_engine.evaluation.backends.ncu import with_ncu
+from sage_engine.evaluation.host import roofline
+from sage_engine.evaluation.protocol import (MAX_TASKS, BuildSpec, Event, Limits, Outcome, ProfileOptions,
+                                             Progress as ProgressEvent, Request, TimingOptions)
 from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, Diagnostic, EvalResult
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult, MachineLimits
 
 log = logging.getLogger(__name__)
 Progress = Callable[[float, "float | None", str], None]
@@ -132,6 +136,32 @@ class SandboxBackend(Backend):
         return TimingOptions(timer=self.timer, warmup=c.timing_warmup, min_reps=c.timing_min_reps,
                              max_reps=c.timing_max_reps, budget_s=c.timing_budget_s, precision=c.timing_precision)
 
+    def profile_options(self) -> ProfileOptions | None:
+        """Profile where the time goes after timing, where timing means something."""
+        c = self.config
+        if not c.profile or not self.timing_representative:
+            return None
+        return ProfileOptions(budget_s=c.profile_budget_s, max_calls=c.profile_max_calls)
+
+    def calibration(self, *, force: bool = False) -> MachineLimits:
+        """This host's measured limits for this backend: cached, or measured (and cached) now."""
+        return measured_limits.measured(self, force=force)
+
+    def judging(self, outcome: Outcome | None, report: "_ProgressRelay") -> dict[str, Any]:
+        """What `results.from_outcome` needs to judge a profile: the limits, measured first if need be."""
+        c = self.config
+        if outcome is None or outcome.report is None or outcome.report.profile is None:
+            return {}
+        found, note = measured_limits.cached(self), ""
+        if found is None:
+            report(report.total - 0.5, "measuring this host's limits (once per host and backend)")
+            try:
+                found = self.calibration()
+            except BackendUnavailable as exc:
+                note = str(exc)
+        return {"limits": found, "limits_note": note, "rules": roofline.Rules(
+            bandwidth_slack=c.profile_bandwidth_slack, flops_slack=c.profile_flops_slack)}
+
     def hardware(self) -> str:
         return machine.cpu_hardware()
 
@@ -166,7 +196,7 @@ class SandboxBackend(Backend):
             token=secrets.token_hex(16), task=task.spec(), timeout_s=c.eval_timeout_s, limits=self.limits(),
             candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
             device=self.device, timing=self.timing_options(), env=self.child_env(task, source), runner=self.runner,
-            candidate_hook=self.candidate_hook, build=self.build_spec(source),
+            candidate_hook=self.candidate_hook, build=self.build_spec(source), profile=self.profile_options(),
         )
 
     def limits(self) -> Limits:
@@ -204,6 +234,7 @@ class SandboxBackend(Backend):
             outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
             max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
             suspicious_speedup=self.config.suspicious_speedup, last_progress=report.last_message,
+            **self.judging(outcome, report),
         )
         return result, outcome
 
@@ -213,6 +244,9 @@ class SandboxBackend(Backend):
     ) -> EvalResult:
         report = _ProgressRelay(progress, total=self.progress_steps(task))
         result, _ = self.run_sandbox(task, source, trials, report, cancel)
+        if result.profile is not None and self.config.profile_ncu and not (cancel is not None and cancel.is_set()):
+            report(report.total - 0.5, "reading Nsight Compute metrics")
+            result = with_ncu(self, task, source, result)
         report.finish(result.status)
         return result
 

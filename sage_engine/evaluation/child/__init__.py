@@ -9,11 +9,13 @@
   `ModelNew` on those inputs and sends its outputs, materialised as plain
   tensors, to the reference process;
 - or, for a backend with a routine of its own (`main.py`: the Ascend
-  compile step in `ascend.py`, the device probe in `device.py`), that routine.
+  compile step in `ascend.py`, the device probe in `device.py`, the
+  machine's limits in `calibration.py`, Nsight Compute in `ncu.py`), that routine.
 
 Both sides then answer the worker's timing commands, each timing its batch
 with the timer it made before any candidate code ran; the worker bounds
-every claim with its own clock. Each child applies the limits itself
+every claim with its own clock. After timing, each profiles its own calls
+(`profiling.py`: kernels per call; the reference adds the call's work). Each child applies the limits itself
 (`side.prepare`), leads its own session and reports events as JSON lines
 that carry the evaluation's token; the exit code is never the result.
 

@@ -14,7 +14,8 @@ child-side modules.
   a process with exactly an evaluation's limits and sandbox;
 - `npu_profile_us`: on an NPU, device-only time per call from the torch_npu
   profiler (sum of kernel time, no host or launch overhead), asked of each
-  process after timing.
+  process after timing; `npu_op_profile`: the same statistics per op type,
+  for the profile of where the time goes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import tempfile
 from typing import Any, Callable
 
 from sage_engine.evaluation import diagnostics, timing
-from sage_engine.evaluation.protocol import Request
+from sage_engine.evaluation.protocol import KernelStat, Request, SideProfile
+from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 
 NPU_FLUSH_MB = 192
 CUDA_FLUSH_MB = 256
@@ -83,8 +85,8 @@ def probe(request: Request, emit: Any) -> dict[str, Any]:
 # --------------------------------------------------------------- NPU profiler
 
 
-def op_statistic_us(trace_dir: str) -> float | None:
-    """Total device time (µs) over every op in the profiler's op_statistic CSV.
+def op_statistic_rows(trace_dir: str) -> list[tuple[str, float, float]] | None:
+    """(op type, count, total device µs) per row of the profiler's op_statistic CSV.
 
     CANN's msprof writes `op_statistic*.csv` with one row per op type and the
     columns `OP Type`, `Core Type`, `Count`, `Total Time(us)`, `Avg Time(us)`...
@@ -92,22 +94,48 @@ def op_statistic_us(trace_dir: str) -> float | None:
     files = glob.glob(os.path.join(trace_dir, "**", "op_statistic*.csv"), recursive=True)
     if not files:
         return None
-    total = 0.0
+    rows = []
     with open(sorted(files)[0], newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
-            value = row.get("Total Time(us)")
+            count, value = row.get("Count"), row.get("Total Time(us)")
             if value in (None, ""):
-                count, avg = row.get("Count"), row.get("Avg Time(us)")
+                avg = row.get("Avg Time(us)")
                 if count in (None, "") or avg in (None, ""):
                     continue
-                total += float(count) * float(avg)
-            else:
-                total += float(value)
-    return total
+                value = float(count) * float(avg)
+            rows.append((str(row.get("OP Type") or "?"), float(count or 0), float(value)))
+    return rows
+
+
+def op_statistic_us(trace_dir: str) -> float | None:
+    """Total device time (µs) over every op in the profiler's op_statistic CSV."""
+    rows = op_statistic_rows(trace_dir)
+    return None if rows is None else sum(total for _, _, total in rows)
 
 
 def npu_profile_us(fn: Callable[[], Any], *, warmup: int = PROFILE_WARMUP, active: int = PROFILE_ACTIVE) -> float | None:
     """Mean device-only time of one call (µs), from the torch_npu profiler."""
+    rows = _npu_op_rows(fn, warmup, active)
+    return None if rows is None else sum(total for _, _, total in rows) / active
+
+
+def npu_op_profile(fn: Callable[[], Any], calls: int) -> SideProfile:
+    """Each op type's launches and device time per call (the `profile-kernels` reply on an NPU)."""
+    import time
+
+    start = time.perf_counter()
+    rows = _npu_op_rows(fn, 1, calls)
+    wall = time.perf_counter() - start
+    if rows is None:
+        return SideProfile(source="npu-ops", calls=calls, note="the torch_npu profiler wrote no op_statistic file")
+    rows.sort(key=lambda r: -r[2])
+    return SideProfile(source="npu-ops", calls=calls,
+                       kernels=[KernelStat(name, count / calls, total / calls) for name, count, total in rows[:MAX_KERNELS]],
+                       launches=sum(r[1] for r in rows) / calls, kernel_us=sum(r[2] for r in rows) / calls,
+                       wall_us=wall * 1e6 / (2 + calls))
+
+
+def _npu_op_rows(fn: Callable[[], Any], warmup: int, active: int) -> list[tuple[str, float, float]] | None:
     import torch
     import torch_npu
 
@@ -124,7 +152,6 @@ def npu_profile_us(fn: Callable[[], Any], *, warmup: int = PROFILE_WARMUP, activ
                 fn()
                 prof.step()
                 torch.npu.synchronize()
-        total = op_statistic_us(trace_dir)
-        return None if total is None else total / active
+        return op_statistic_rows(trace_dir)
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)

@@ -304,6 +304,10 @@ class Side:
             return f"ok {seconds!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
+        if verb == "profile-kernels":
+            from sage_engine.evaluation.child.profiling import profile_kernels
+
+            return "ok " + wire.json_text(profile_kernels(self, int(arg)))
         raise wire.ProtocolError(f"unknown command {verb!r}")
 
     def profile(self) -> float | None:

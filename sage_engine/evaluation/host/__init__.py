@@ -9,5 +9,7 @@ shared build cache, and facts about this machine.
 - `confine.py`: the bubblewrap command line and the probe;
 - `timing_turn.py`: one timing phase at a time per host;
 - `builds.py`: the build cache; `leftovers.py`: folders dead processes left;
-- `machine.py`: the hardware string, versions, the memory cap's size.
+- `machine.py`: the hardware string, versions, the memory cap's size;
+- `calibration.py`: this host's measured limits per backend, cached;
+  `roofline.py`: a profile judged against them (pure).
 """

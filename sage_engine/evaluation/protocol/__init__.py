@@ -14,6 +14,8 @@ once and read through these classes on both ends.
 - Worker events: JSON lines from the worker to the host (ready, started,
   progress, case rows, timing-wait / timing-done around the timing phase,
   and `exit` with the `Outcome`).
+- `ProfileReport` (`profile.py`): each side's kernels and the call's work,
+  the `profile-kernels` replies, carried in the `Report`.
 - `Outcome`: what the worker saw of one evaluation; its `report` (a
   `Report`) decides the result when there is one.
 
@@ -27,14 +29,16 @@ from sage_engine.evaluation.protocol.events import (CHILD_EVENTS, WORKER_EVENTS,
                                                     RunnerResult, Started, TimingDone, TimingWait, Verdict,
                                                     event_line, parse_child_event, parse_fail, parse_worker_event,
                                                     worker_line)
+from sage_engine.evaluation.protocol.profile import KernelStat, ProfileReport, SideProfile, Work
 from sage_engine.evaluation.protocol.reports import CaseRow, Outcome, Report, TimingReport, TimingStatsReport
 from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STATUSES, MAX_TASKS, BuildSpec, Limits,
-                                                     Op, Request, TaskSpec, TimingOptions, build)
+                                                     Op, ProfileOptions, Request, TaskSpec, TimingOptions, build)
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "InputsShared", "Limits", "Lost", "Op", "Outcome", "Progress",
-    "Ready", "ReferenceDone", "Report", "Request", "RunnerResult", "Started", "TaskSpec", "TimingDone",
+    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "InputsShared", "KernelStat", "Limits", "Lost", "Op",
+    "Outcome", "ProfileOptions", "ProfileReport", "Progress", "Ready", "ReferenceDone", "Report", "Request",
+    "RunnerResult", "SideProfile", "Started", "TaskSpec", "TimingDone", "Work",
     "TimingOptions", "TimingReport", "TimingStatsReport", "TimingWait", "Verdict", "build", "event_line",
     "parse_child_event", "parse_fail", "parse_worker_event", "worker_line",
 ]

@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sage_engine.evaluation.protocol.profile import ProfileReport
 from sage_engine.evaluation.protocol.request import build
 
 
@@ -57,6 +58,7 @@ class Report:
     mismatch: str | None = None
     device_name: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # a backend hook's report (the Ascend gate's launches)
+    profile: ProfileReport | None = None  # each side's kernels and the call's work, measured after timing
 
     @classmethod
     def from_dict(cls, data: Any) -> "Report":
@@ -64,7 +66,8 @@ class Report:
             return build(TimingReport, d, reference=lambda s: build(TimingStatsReport, s),
                          candidate=lambda s: build(TimingStatsReport, s))
 
-        return build(cls, data, cases=lambda rows: [build(CaseRow, r) for r in rows], timing=timing)
+        return build(cls, data, cases=lambda rows: [build(CaseRow, r) for r in rows], timing=timing,
+                     profile=ProfileReport.from_dict)
 
 
 @dataclass

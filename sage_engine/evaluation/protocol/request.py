@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -70,6 +71,18 @@ class TimingOptions:
         return self.timer != "perf_counter"
 
 
+@dataclass(frozen=True)
+class ProfileOptions:
+    """How the worker profiles each side after timing: calls until `budget_s`
+    of the side's median has passed, at least one, at most `max_calls`."""
+
+    budget_s: float = 0.05
+    max_calls: int = 5
+
+    def calls(self, median_s: float) -> int:
+        return max(1, min(self.max_calls, math.ceil(self.budget_s / max(median_s, 1e-9))))
+
+
 @dataclass
 class BuildSpec:
     """The candidate's own build folder: `cache` on the host under `key`,
@@ -121,6 +134,8 @@ class Request:
     build: BuildSpec | None = None
     device_time: bool = False  # ask each side for profiler device-only time after timing
     inputs_on_device: bool = True  # the reference makes inputs on the device where the task's builder allows
+    profile: ProfileOptions | None = None  # profile each side's kernels after timing (never re-timed)
+    measures_host: bool = False  # a runner measuring the machine: it runs in the host's timing turn
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -128,7 +143,8 @@ class Request:
     @classmethod
     def from_dict(cls, data: Any) -> "Request":
         return build(cls, data, task=lambda d: build(TaskSpec, d), timing=lambda d: build(TimingOptions, d),
-                     limits=lambda d: build(Limits, d), build=lambda d: build(BuildSpec, d))
+                     limits=lambda d: build(Limits, d), build=lambda d: build(BuildSpec, d),
+                     profile=lambda d: build(ProfileOptions, d))
 
 
 # ---------------------------------------------------------------------- ops

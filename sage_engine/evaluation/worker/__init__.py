@@ -7,6 +7,7 @@ evaluations on request (`python -m sage_engine.evaluation.worker`).
 - `children.py`: forking the reference and candidate processes;
 - `supervisor.py`: their events, limits, deadline and the host's operations;
 - `timed.py`: the timing phase; `guards.py`: what it watches meanwhile;
+- `profiling.py`: the profile phase after timing (each side's kernels, the call's work);
 - `scratch.py`: the scratch folder between evaluations.
 
 Standard library only: torch lives in the children.

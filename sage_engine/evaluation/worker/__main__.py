@@ -55,7 +55,7 @@ def main() -> None:
     import torch  # noqa: F401  (the point of the warm worker)
 
     # Imported once, before forks: every evaluation's children start with them loaded.
-    from sage_engine.evaluation.child import candidate, reference  # noqa: F401
+    from sage_engine.evaluation.child import candidate, profiling, reference  # noqa: F401
     from sage_engine.evaluation.worker.evaluation import Evaluation  # noqa: F401
 
     for module in args.preload:

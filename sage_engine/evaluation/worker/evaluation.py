@@ -23,6 +23,7 @@ from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseRow, 
                                              Started, TimingDone, TimingReport, TimingStatsReport, TimingWait,
                                              Verdict, parse_child_event)
 from sage_engine.evaluation.worker.children import Child, bulk_pipe, shared_file, spawn
+from sage_engine.evaluation.worker.profiling import profile_phase
 from sage_engine.evaluation.worker.supervisor import POLL_S, TIMED_CALL_FACTOR, Ended, Supervisor, fail_report
 from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, reject_leftover_processes
 
@@ -59,6 +60,8 @@ class Evaluation:
         outcome = Outcome()
         sup = self.sup
         try:
+            if self.req.runner and self.req.measures_host:
+                self.take_turn()  # the host's limits are measured while nothing else there is timed
             self.start_children()
             if self.req.runner:
                 sup.wait_for(lambda: self.runner_result is not None)
@@ -115,6 +118,10 @@ class Evaluation:
                 start = time.perf_counter()
                 report.timing.device_time_us = device_profile(self.sup)
                 report.phases["device_profile"] = time.perf_counter() - start
+            if self.req.profile is not None:
+                start = time.perf_counter()
+                report.profile = profile_phase(self.sup, report.timing, self.req.profile)
+                report.phases["profile"] = time.perf_counter() - start
         return report
 
     # ---------------------------------------------------------- correctness
@@ -211,17 +218,20 @@ class Evaluation:
 
     # ---------------------------------------------------------------- timing
 
+    def take_turn(self) -> None:
+        """The host times one evaluation at a time; waiting for the turn does not count against the deadline."""
+        self.send(TimingWait())
+        self.sup.hold(True)
+        while not self.sup.granted:
+            self.sup.pump(POLL_S)
+        self.sup.hold(False)
+
     def timing(self, report: Report) -> TimingReport:
         sup = self.sup
         ref, cand = sup.children["reference"], sup.children["candidate"]
         reject_leftover_processes(sup, cand)
         self.timing_active = True
-        # The host times one evaluation at a time; waiting for the turn does not count against the deadline.
-        self.send(TimingWait())
-        sup.hold(True)
-        while not sup.granted:
-            sup.pump(POLL_S)
-        sup.hold(False)
+        self.take_turn()
         n_cases = len(self.req.task.cases)
         self.send(Progress(2 + n_cases, 3 + n_cases, "timing"))
         # How long one timing command may take: a call that hangs only now must

@@ -15,7 +15,7 @@ import pytest
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
 from sage_engine.evaluation.backends.base import get_backend
-from sage_engine.evaluation.child.device import op_statistic_us
+from sage_engine.evaluation.child.device import op_statistic_rows, op_statistic_us
 from sage_engine.evaluation.backends.npu import NpuBackend
 from sage_engine.evaluation.tasks import load_task
 
@@ -75,6 +75,7 @@ def test_profiler_csv_total_is_the_sum_over_op_types(tmp_path):
     )
     assert op_statistic_us(str(tmp_path)) == pytest.approx(500.0)
     assert op_statistic_us(str(tmp_path / "nowhere")) is None
+    assert op_statistic_rows(str(tmp_path)) == [("triton_softmax", 20.0, 400.0), ("Cast", 20.0, 100.0)]
 
 
 @pytest.mark.slow
@@ -88,6 +89,11 @@ def test_double_runs_the_whole_npu_path_and_names_the_device(npu_double):
     assert result.compile_info["timer"].endswith("child.device:npu_timer")
     device_time = result.compile_info["device_time_us"]
     assert device_time["reference"] > 0 and device_time["candidate"] > 0
+    # The profile reads the same op statistics per op type (the double writes one row, its own).
+    p = result.profile
+    assert p.source == "npu-ops" and [k.name for k in p.candidate.kernels] == ["DoubleForward"]
+    assert p.candidate.launches == 1 and p.candidate.kernel_us > 0 and p.bytes == 2 * 64 * 16384 * 4
+    assert p.own_kernels is False  # the same op as the reference's: no kernel of its own
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@ Used only by the backend tests on machines without that device, so the real
 backend code path (probe, sandbox child, device runner, event timer, cache
 flush, device name) runs end to end. Tensors and modules moved to the device
 stay on the CPU; `torch.<device>` gets `is_available`, `device_count`,
-`get_device_name`, `synchronize` and an `Event` backed by perf_counter.
+`get_device_name`, `synchronize` and an `Event` backed by perf_counter;
+factories given `device=` make CPU tensors.
 Starting the "device" (the first `is_available()`) does what the CUDA
 driver's start-up does to the host process: it reserves a terabyte of
 address space (PROT_NONE, never touched) and takes some host memory for its
@@ -101,4 +102,14 @@ def install(device_type: str, device_name: str) -> types.ModuleType:
         return original_to(self, *args, **kwargs)
 
     torch.Tensor.to = to
+
+    def on_cpu(factory):
+        def make(*args, **kwargs):
+            if _is_device(kwargs.get("device"), device_type):
+                kwargs["device"] = "cpu"
+            return factory(*args, **kwargs)
+        return make
+
+    for name in ("empty", "zeros", "ones", "randn", "rand", "full"):  # factories that take device=
+        setattr(torch, name, on_cpu(getattr(torch, name)))
     return mod

@@ -1,14 +1,19 @@
 """Pydantic models shared by every surface (MCP, LSP, CLI, agent).
 
 These are the values that cross the Engine boundary. They carry no behaviour
-beyond validation; the math lives in `memory/` and `evaluation/`.
+beyond validation; the math lives in `memory/` and `evaluation/`. The
+profile of an evaluation (where its time goes) and the machine's measured
+limits live in `profile.py` and are named here too.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from sage_engine.models.base import _Model
+from sage_engine.models.profile import BandwidthPoint, KernelTime, MachineLimits, Profile, SideProfile
 
 ItemKind = Literal["experience", "rule"]
 # active: retrievable; resident: a rule in the rulebook; quarantined: kept but
@@ -18,10 +23,6 @@ ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
 EvalStatus = Literal[
     "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error"
 ]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 # --------------------------------------------------------------------------- items
@@ -321,6 +322,9 @@ class EvalResult(_Model):
     created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")
     stdout_tail: str = ""
     confinement: str = Field("", description="How the candidate was contained: bubblewrap, or limits-only")
+    profile: Profile | None = Field(
+        None, description="Where the time goes: kernels per side, bytes and FLOPs of a call, the share of the "
+                          "machine's measured bandwidth and matmul peak reached, the binding limit, one sentence")
 
 
 class BackendStatus(_Model):

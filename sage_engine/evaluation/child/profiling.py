@@ -1,0 +1,255 @@
+"""Where one side's time goes, measured in its own process after timing
+(the `profile-kernels N` command): N calls of the timed case under the
+framework's profiler, each kernel's launches and time per call; and, on the
+reference side, the work of one call (bytes that must move, FLOPs).
+
+- cpu: the torch ops the model's code ran, each with the time of the ops it
+  called (ops that only allocate or re-view memory, and wrappers whose time
+  is their children's, are not kernels; ops a kernel calls are part of it);
+- cuda: every device kernel, memcpy and memset CUPTI saw, on every stream;
+- npu: the torch_npu profiler's op statistics (`child/device.py`).
+
+The profiler is `torch.autograd.profiler.profile` with Kineto, the collector
+`torch.profiler.profile` wraps: the wrapper looks up `torch._inductor` when
+it starts, which imports the compiler stack (1.5 s per process here).
+FLOPs use `torch.utils.flop_counter`'s formulas (matrix products,
+convolutions, attention) in a dispatch mode of our own for the same reason:
+torch's own `FlopCounterMode` imports `torch._dynamo` on its first call (2-3 s).
+Nothing here changes a timing: the worker asks after timing is over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections import defaultdict
+from typing import Any, Iterator
+
+from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.protocol import KernelStat, SideProfile, Work
+from sage_engine.evaluation.protocol.profile import MAX_KERNELS
+
+try:
+    # Imported here, where the warm worker imports this module before it forks:
+    # the formulas pull in triton when it is installed (0.2 s a process).
+    from torch.utils.flop_counter import flop_registry
+except ImportError:  # a torch without it: FLOPs are not counted
+    flop_registry = None
+
+# Ops that allocate or re-view memory without touching its values: no kernel runs.
+NO_DATA_OPS = frozenset({
+    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::as_strided", "aten::view",
+    "aten::_reshape_alias", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::expand_as", "aten::t",
+    "aten::transpose", "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice",
+    "aten::narrow", "aten::detach", "aten::alias", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
+    "aten::unbind", "aten::split", "aten::chunk", "aten::flatten", "aten::unflatten", "aten::view_as",
+    "aten::contiguous", "aten::set_", "aten::to", "aten::numpy_T", "aten::result_type",
+})
+# An op that spends less than this share of its time in itself hands its work
+# to the ops it calls (aten::linear -> aten::addmm): those are the kernels.
+OWN_WORK_SHARE = 0.5
+
+
+def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
+    """The `profile-kernels` reply of either side: its kernels per call, plus
+    the call's work on the reference side."""
+    import torch
+
+    timed = side.timed_case()
+    model, values = timed.model, timed.inputs
+    calls = max(1, calls)
+    last: list[Any] = [None]  # the last profiled call's outputs: their bytes are part of the work
+
+    def call() -> None:
+        last[0] = model(*values)
+
+    matrix_work = True
+    if side.device.type == "npu":
+        from sage_engine.evaluation.child.device import npu_op_profile
+
+        with torch.no_grad():
+            found = npu_op_profile(call, calls)
+    else:
+        found, names = torch_profile(side, call, calls)
+        # No op torch has a FLOP formula for ran: the counting call would count nothing.
+        matrix_work = flop_registry is not None and not names.isdisjoint(
+            getattr(k, "_qualified_op_name", "") for k in flop_registry)
+    reply: dict[str, Any] = {"side": vars(found) | {"kernels": [vars(k) for k in found.kernels]}}
+    if side.role == "reference":
+        reply["work"] = vars(measure_work(side, model, values, last[0], count_flops=matrix_work))
+    return reply
+
+
+def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideProfile, set[str]]:
+    """The side's kernels, and the name of every op the host ran (nested ones too)."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.autograd import profiler as autograd_profiler
+
+    cuda = side.device.type == "cuda"
+    prof = autograd_profiler.profile(use_cpu=True, use_device="cuda" if cuda else None, use_kineto=True)
+    with torch.no_grad():
+        with quiet_output():
+            prof.__enter__()
+        try:
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            side.sync()
+            wall = time.perf_counter() - start
+        finally:
+            with quiet_output():
+                prof.__exit__(None, None, None)
+    events = list(prof.function_events)
+    names = {e.name for e in events if e.device_type == DeviceType.CPU}
+    note = ""
+    if cuda:
+        device = [(e.name, e.time_range.elapsed_us()) for e in events if e.device_type == DeviceType.CUDA]
+        if device:
+            return summarise("cuda-kernels", device, calls, wall), names
+        note = "the profiler saw no device kernel (no CUPTI in this torch?): torch ops on the host instead"
+    cpu = [(e.name, e.cpu_time_total) for e in events if e.device_type == DeviceType.CPU and outermost_kernel(e)]
+    found = summarise("cpu-ops", cpu, calls, wall)
+    found.note = note
+    return found, names
+
+
+def is_kernel_op(event: Any) -> bool:
+    if event.name in NO_DATA_OPS:
+        return False
+    children = [c for c in event.cpu_children if c.name not in NO_DATA_OPS]
+    return not children or event.self_cpu_time_total >= OWN_WORK_SHARE * event.cpu_time_total
+
+
+def outermost_kernel(event: Any) -> bool:
+    """A kernel op no other kernel op called: what the model's code launched.
+    Ops inside one (a scalar wrapped into a tensor for aten::mul, the bias
+    copy inside aten::addmm) are part of it, and its time includes theirs."""
+    if not is_kernel_op(event):
+        return False
+    parent = event.cpu_parent
+    while parent is not None:
+        if is_kernel_op(parent):
+            return False
+        parent = parent.cpu_parent
+    return True
+
+
+def summarise(source: str, kernels: list[tuple[str, float]], calls: int, wall_s: float) -> SideProfile:
+    """Per call: the costliest kernels by name, and all of them summed."""
+    launches: dict[str, int] = defaultdict(int)
+    times: dict[str, float] = defaultdict(float)
+    for name, us in kernels:
+        launches[name] += 1
+        times[name] += max(0.0, float(us))
+    top = sorted(times, key=lambda n: -times[n])[:MAX_KERNELS]
+    return SideProfile(source=source, calls=calls,
+                       kernels=[KernelStat(n, launches[n] / calls, times[n] / calls) for n in top],
+                       launches=len(kernels) / calls, kernel_us=sum(times.values()) / calls,
+                       wall_us=wall_s * 1e6 / calls)
+
+
+@contextlib.contextmanager
+def quiet_output() -> Iterator[None]:
+    """Kineto prints a line to stderr when it starts and stops: not the
+    candidate's output, so not in its output tail."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(fd) for fd in (1, 2)]
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for fd in (1, 2):
+            os.dup2(null, fd)
+        yield
+    finally:
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(null)
+
+
+# ------------------------------------------------------------------ the work
+
+
+def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True) -> Work:
+    """Bytes of the distinct input and output tensors of one call (`out`: its
+    outputs), and the FLOPs torch's formulas count in one more call, per
+    dtype, where an op they count ran. Run on the reference only."""
+    import torch
+
+    note, flops = "", {}
+    if count_flops and flop_registry is None:
+        note = "FLOPs not counted: this torch has no torch.utils.flop_counter"
+    elif count_flops:
+        counter = flop_counter()
+        try:
+            with torch.no_grad(), counter:
+                model(*values)
+            side.sync()
+            flops = {k: float(v) for k, v in counter.flops.items() if v}
+        except Exception as exc:  # noqa: BLE001 - a reference that cannot run under the counter
+            note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+    tensors = list(flat_tensors(values)) + list(flat_tensors(correctness.as_output_list(out)))
+    return Work(bytes=distinct_bytes(tensors), flops=flops, note=note)
+
+
+def flat_tensors(values: Any) -> Iterator[Any]:
+    import torch
+
+    if isinstance(values, torch.Tensor):
+        yield from guards.components(values)
+    elif isinstance(values, (list, tuple)):
+        for v in values:
+            yield from flat_tensors(v)
+    elif isinstance(values, dict):
+        for v in values.values():
+            yield from flat_tensors(v)
+
+
+def distinct_bytes(tensors: list[Any]) -> int:
+    """Each storage counted once, at most its size: an input returned as the
+    output, a view of an input, or one tensor passed twice moves its bytes
+    once; an expanded (stride-0) tensor holds only its storage."""
+    sizes: dict[tuple[str, int], int] = {}
+    for t in tensors:
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr())
+        sizes[key] = max(sizes.get(key, 0), min(t.numel() * t.element_size(), storage.nbytes()))
+    return sum(sizes.values())
+
+
+def flop_counter() -> Any:
+    """A dispatch mode that sums torch.utils.flop_counter's formulas per dtype."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class FlopCount(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # Nothing is compiled in this process; the default wraps the hook
+            # in torch._dynamo.disable, whose import costs seconds.
+            return False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.flops: dict[str, float] = defaultdict(float)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            packet = getattr(func, "_overloadpacket", None)
+            if packet not in flop_registry and hasattr(func, "decompose"):
+                with self:
+                    decomposed = func.decompose(*args, **kwargs)
+                if decomposed is not NotImplemented:
+                    return decomposed
+            out = func(*args, **kwargs)
+            formula = flop_registry.get(packet)
+            if formula is not None:
+                first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+                dtype = str(first.dtype).replace("torch.", "") if first is not None else "unknown"
+                self.flops[dtype] += float(formula(*args, **kwargs, out_val=out))
+            return out
+
+    return FlopCount()

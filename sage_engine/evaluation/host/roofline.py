@@ -1,0 +1,241 @@
+"""Judging a profile: pure functions of what the children measured, the
+medians timing measured (never re-timed) and this host's calibrated limits.
+
+- achieved GB/s = the call's bytes (inputs plus outputs, a lower bound) over
+  the side's median; its share of the bandwidth measured for a working set
+  of that size (the calibration's envelope: a smaller working set is never
+  slower, interpolated geometrically between the sizes measured);
+- achieved FLOP/s = the call's FLOPs over the median; the compute share is
+  the time those FLOPs need at the measured matmul peak of their dtype over
+  the median;
+- the binding limit: latency when the call's bytes and FLOPs need less time
+  at the measured limits than its launches cost (launches x the measured
+  cost of one smallest op): no resource can be the limit of a call that
+  small; otherwise memory or compute, whichever share is larger;
+- physics: a candidate whose median implies more than `bandwidth_slack`
+  times the bandwidth, or more than `flops_slack` times the matmul peak, is
+  impossible whatever its speedup, unless the reference's own median does
+  too (then the count, not the candidate, is off: the task moves less than
+  its tensors hold).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sage_engine.evaluation.protocol import ProfileReport, SideProfile as SideReport
+from sage_engine.evaluation.protocol.profile import MAX_KERNELS
+from sage_engine.models import KernelTime, MachineLimits, Profile, SideProfile
+
+DEVICE_SOURCES = ("cuda-kernels", "npu-ops")  # kernel names the device ran, not torch ops on the host
+# On the CPU a candidate's own C++ runs outside any torch op: said when the
+# ops the profiler saw hold less than this share of the candidate's time.
+OWN_CODE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Rules:
+    bandwidth_slack: float = 1.1
+    flops_slack: float = 1.1
+
+
+def bandwidth_for(limits: MachineLimits, nbytes: float) -> float | None:
+    """GB/s measured for a working set of `nbytes`."""
+    rows = sorted(limits.bandwidth, key=lambda p: p.bytes)
+    if not rows:
+        return None
+    envelope = [max(p.copy_gbps, p.read_gbps) for p in rows]
+    for i in range(len(envelope) - 2, -1, -1):
+        envelope[i] = max(envelope[i], envelope[i + 1])  # measured small sets are slowed by per-call costs only
+    if nbytes <= rows[0].bytes:
+        return envelope[0]
+    for i in range(len(rows) - 1):
+        lo, hi = rows[i].bytes, rows[i + 1].bytes
+        if nbytes < hi:
+            t = math.log(nbytes / lo) / math.log(hi / lo)
+            return math.exp((1 - t) * math.log(envelope[i]) + t * math.log(envelope[i + 1]))
+    return envelope[-1]
+
+
+def peak_seconds(limits: MachineLimits, flops: dict[str, float]) -> tuple[float, list[str]] | None:
+    """Seconds the FLOPs need at the measured matmul peak of their dtypes, and
+    the dtypes with no measured peak (counted at float32's)."""
+    fallback = limits.matmul_flops.get("float32")
+    seconds, unmeasured = 0.0, []
+    for dtype, count in flops.items():
+        peak = limits.matmul_flops.get(dtype)
+        if peak is None:
+            unmeasured.append(dtype)
+            peak = fallback
+        if not peak:
+            return None
+        seconds += count / peak
+    return (seconds, unmeasured) if seconds > 0 else None
+
+
+def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None) -> str | None:
+    """Latency when the work needs less time at the limits than the side's
+    launches cost; else the resource whose share is larger."""
+    if ideal_s is None:
+        return None
+    if launch_s is not None and ideal_s < max(1.0, side.launches) * launch_s:
+        return "latency"
+    return "memory" if (side.bandwidth_share or 0.0) >= (side.compute_share or 0.0) else "compute"
+
+
+def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, limits: MachineLimits | None,
+          rules: Rules, limits_note: str = "") -> Profile:
+    """The profile a result carries."""
+    work = report.work
+    nbytes = work.bytes if work is not None and work.bytes > 0 else None
+    flops = {k: v for k, v in (work.flops if work is not None else {}).items() if v > 0}
+    total_flops = sum(flops.values()) or None
+    notes = [f"{role}: {why}" for role, why in report.errors.items()]
+    if work is not None and work.note:
+        notes.append(work.note)
+    peak_gbps = bandwidth_for(limits, nbytes) if limits is not None and nbytes else None
+    at_peak = peak_seconds(limits, flops) if limits is not None and flops else None
+    if at_peak is not None and at_peak[1]:
+        notes.append(f"no measured matmul peak for {', '.join(at_peak[1])}: float32's used")
+    if limits is None:
+        notes.append(f"no measured limits: {limits_note or 'calibration unavailable'}")
+    # What the call's work needs at the machine's limits, whoever does it.
+    ideal = [t for t in (nbytes / (peak_gbps * 1e9) if peak_gbps else None, at_peak[0] if at_peak else None)
+             if t is not None]
+    ideal_s = max(ideal) if ideal else (0.0 if limits is not None else None)
+    launch_s = limits.launch_us / 1e6 if limits is not None else None
+    sides = {}
+    for role, median_ms in (("reference", reference_ms), ("candidate", candidate_ms)):
+        seconds = median_ms / 1000.0
+        side = side_model(getattr(report, role), nbytes, total_flops, seconds)
+        if peak_gbps and side.achieved_gbps is not None:
+            side.bandwidth_share = side.achieved_gbps / peak_gbps
+        if at_peak is not None and seconds > 0:
+            side.compute_share = at_peak[0] / seconds
+        side.bound = bound(side, ideal_s, launch_s)
+        sides[role] = side
+        if side.note:
+            notes.append(f"{role}: {side.note}")
+    ref, cand = sides["reference"], sides["candidate"]
+    source = next((s.source for s in (report.reference, report.candidate) if s is not None), "none")
+    profile = Profile(source=source, bytes=nbytes, flops=total_flops, reference=ref, candidate=cand,
+                      peak_gbps=peak_gbps, peak_flops=total_flops / at_peak[0] if at_peak else None,
+                      bound=cand.bound, notes=notes)
+    profile.impossible = impossible(profile, rules)
+    profile.own_kernels = own_kernels(report)
+    profile.summary = summary(profile, candidate_ms, ideal_s, launch_s)
+    return profile
+
+
+def side_model(found: SideReport | None, nbytes: int | None, flops: float | None, seconds: float) -> SideProfile:
+    side = SideProfile()
+    if found is not None:
+        side = SideProfile(kernels=[KernelTime(name=k.name, launches=k.launches, time_us=k.time_us)
+                                    for k in found.kernels],
+                           launches=found.launches, kernel_us=found.kernel_us, wall_us=found.wall_us, note=found.note)
+    if seconds > 0:
+        side.achieved_gbps = nbytes / seconds / 1e9 if nbytes else None
+        side.achieved_flops = flops / seconds if flops else None
+    return side
+
+
+def impossible(profile: Profile, rules: Rules) -> str | None:
+    """Why the candidate's median is faster than this machine can go, or None."""
+    ref, cand = profile.reference, profile.candidate
+    if cand.bandwidth_share is not None and cand.bandwidth_share > rules.bandwidth_slack:
+        if ref.bandwidth_share is not None and ref.bandwidth_share > rules.bandwidth_slack:
+            profile.notes.append("the reference itself exceeds the measured bandwidth: this task moves fewer bytes "
+                                 "than its tensors hold, so bandwidth proves nothing here")
+        else:
+            return (f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
+                    f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
+                    "it cannot have read every input byte and written every output byte once (it skips work, or "
+                    "the task lets it leave part of its inputs unread)")
+    if cand.compute_share is not None and cand.compute_share > rules.flops_slack:
+        if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
+            profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
+        else:
+            return (f"its time implies {cand.achieved_flops / 1e9:.1f} GFLOP/s, {cand.compute_share:.1f}x the "
+                    f"measured matmul peak ({profile.peak_flops / 1e9:.1f} GFLOP/s): it does not do the reference's "
+                    "matrix work (an algebraic shortcut, or skipped work)")
+    return None
+
+
+def own_kernels(report: ProfileReport) -> bool | None:
+    """On a device: False when the candidate launched no kernel the reference
+    does not (library kernels only), None where that cannot be told."""
+    ref, cand = report.reference, report.candidate
+    if ref is None or cand is None or ref.source not in DEVICE_SOURCES or cand.source != ref.source:
+        return None
+    names = {k.name for k in cand.kernels}
+    if not names:
+        return False
+    if len(ref.kernels) >= MAX_KERNELS:
+        return None  # the reference's list is cut: a name missing from it may still be one of its kernels
+    return not names <= {k.name for k in ref.kernels}
+
+
+def summary(profile: Profile, candidate_ms: float, ideal_s: float | None, launch_s: float | None) -> str:
+    cand = profile.candidate
+    if cand.bound == "memory":
+        head = (f"memory-bound at {cand.bandwidth_share:.0%} of measured bandwidth ({cand.achieved_gbps:.1f} of "
+                f"{profile.peak_gbps:.1f} GB/s for {human_bytes(profile.bytes)} a call)")
+    elif cand.bound == "compute":
+        head = (f"compute-bound at {cand.compute_share:.0%} of the measured matmul peak "
+                f"({cand.achieved_flops / 1e9:.1f} of {profile.peak_flops / 1e9:.1f} GFLOP/s)")
+    elif cand.bound == "latency":
+        launches = max(1.0, cand.launches)
+        head = (f"launch/latency-bound: at the measured limits its bytes and FLOPs need "
+                f"{human_time((ideal_s or 0.0) * 1e3)}, less than its {count(launches)} "
+                f"launch{'' if count(launches) == '1' else 'es'} cost ({human_time(launches * launch_s * 1e3)}); it "
+                f"takes {human_time(candidate_ms)} a call: fewer launches or more work per call is what helps")
+    else:
+        head = "no measured limits to compare with"
+    parts = [head]
+    if profile.impossible:
+        parts = [f"impossible: {profile.impossible}"]
+    counts = kernel_counts(profile)
+    if counts:
+        parts.append(counts)
+    return "; ".join(parts)
+
+
+def kernel_counts(profile: Profile) -> str:
+    ref, cand = profile.reference, profile.candidate
+    if not (ref.kernels or ref.launches) or not (cand.kernels or cand.launches or cand.wall_us):
+        return ""
+    unit = "kernel" if profile.source in DEVICE_SOURCES else "torch op"
+    r, c = count(ref.launches), count(cand.launches)
+    text = f"the reference launches {r} {unit}{'' if r == '1' else 's'} a call, the candidate {c}"
+    if cand.launches < ref.launches:
+        text += ": fused"
+    elif cand.launches > ref.launches:
+        text += ": more than the reference" + (", each one more pass over memory" if cand.bound == "memory" else "")
+    elif ref.launches > 1:
+        text += ": nothing was fused"
+    if profile.source == "cpu-ops" and cand.wall_us > 0 and cand.kernel_us < OWN_CODE_SHARE * cand.wall_us:
+        text += (f" ({1 - cand.kernel_us / cand.wall_us:.0%} of its time is outside torch ops: Python, or compiled "
+                 "code of its own the profiler cannot see)")
+    if profile.own_kernels is False:
+        text += "; every kernel it launched is one the reference launches too (no kernel of its own)"
+    return text
+
+
+def count(launches: float) -> str:
+    return f"{launches:.0f}" if abs(launches - round(launches)) < 0.05 else f"{launches:.1f}"
+
+
+def human_bytes(n: float | None) -> str:
+    if not n:
+        return "0 B"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def human_time(ms: float) -> str:
+    if ms < 1e-3:
+        return f"{ms * 1e6:.0f} ns"
+    return f"{ms * 1000:.1f} µs" if ms < 1 else f"{ms:.2f} ms"

@@ -1,0 +1,73 @@
+"""Where an evaluation's time goes, and the machine limits it is measured against."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from sage_engine.models.base import _Model
+
+Bound = Literal["memory", "compute", "latency"]
+
+
+class KernelTime(_Model):
+    name: str
+    launches: float = Field(description="Launches per call")
+    time_us: float = Field(description="Device time per call (self CPU time of the op on the cpu backend)")
+
+
+class SideProfile(_Model):
+    """One side's calls: its costliest kernels and how close its timed median came to the limits."""
+
+    kernels: list[KernelTime] = Field(default_factory=list)
+    launches: float = Field(0.0, description="Kernels launched per call, all of them")
+    kernel_us: float = Field(0.0, description="Kernel time per call, all of them")
+    wall_us: float = Field(0.0, description="Host clock per call while profiled (profiler overhead included)")
+    achieved_gbps: float | None = Field(None, description="The call's bytes over its timed median")
+    achieved_flops: float | None = Field(None, description="The call's FLOPs over its timed median (FLOP/s)")
+    bandwidth_share: float | None = Field(None, description="Achieved over measured bandwidth")
+    compute_share: float | None = Field(None, description="FLOPs at measured matmul peak over the timed median")
+    bound: Bound | None = None
+    note: str = ""
+
+
+class Profile(_Model):
+    source: str = Field(description="What the profiler saw: cpu-ops, cuda-kernels or npu-ops")
+    bytes: int | None = Field(None, description="Input plus output tensor bytes of one call: a lower bound")
+    flops: float | None = Field(None, description="FLOPs of one call's matrix products and convolutions")
+    reference: SideProfile | None = None
+    candidate: SideProfile | None = None
+    peak_gbps: float | None = Field(None, description="Measured bandwidth for a working set of this call's bytes")
+    peak_flops: float | None = Field(None, description="Measured matmul FLOP/s for the call's dtype")
+    bound: Bound | None = Field(None, description="The candidate's binding limit")
+    summary: str = Field("", description="One sentence to act on")
+    impossible: str | None = Field(None, description="Why the candidate's time is physically impossible, if it is")
+    own_kernels: bool | None = Field(
+        None, description="cuda/npu: false when every kernel the candidate launched is one the reference launches")
+    calibration: str | None = Field(None, description="The measured limits used, and when they were measured")
+    ncu: list[dict[str, object]] | None = Field(None, description="Nsight Compute metrics per kernel, when asked")
+    notes: list[str] = Field(default_factory=list)
+
+
+class BandwidthPoint(_Model):
+    bytes: int = Field(description="Working set: bytes one pass touches")
+    copy_gbps: float
+    read_gbps: float
+
+
+class MachineLimits(_Model):
+    """A backend's measured limits on one host: `sage backends calibrate`."""
+
+    backend: str
+    hardware: str
+    threads: int
+    torch: str
+    bandwidth: list[BandwidthPoint]
+    matmul_flops: dict[str, float] = Field(description="FLOP/s of a large square matmul per dtype")
+    launch_us: float = Field(description="What one smallest op costs, launch to completion, back to back")
+    measured_at: float
+    seconds: float = Field(description="How long measuring took")
+    cached: bool = Field(False, description="Read from the cache rather than measured now")
+    path: str | None = Field(None, description="The cache file")
+    notes: list[str] = Field(default_factory=list)
