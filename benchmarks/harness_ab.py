@@ -35,10 +35,12 @@ from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.tasks import list_suite
 
-n_tasks, budget = int(sys.argv[1]), float(sys.argv[2])
+n_tasks, budget, extra = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
 work = [(replace(t, forbid=()), re.sub(r"\bModel\b", "ModelNew", t.reference_source)) for t in list_suite()[:n_tasks]]
 with tempfile.TemporaryDirectory() as tmp:
-    config = Config(cache_dir=Path(tmp), db_path=Path(tmp) / "bench.db", timing_budget_s=budget, eval_timeout_s=600.0)
+    fields = {k: v for k, v in extra.items() if k in Config.__dataclass_fields__}  # what this tree's Config has
+    config = Config(cache_dir=Path(tmp), db_path=Path(tmp) / "bench.db", timing_budget_s=budget, eval_timeout_s=600.0,
+                    **fields)
     with Harness(config) as harness:
         harness.evaluate(*work[0])  # starts the pool: not counted, as a server pays it once
         deadline = time.monotonic() + %(wait)s
@@ -56,9 +58,9 @@ print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "overhead_s": sum(o
 ''' % {"wait": SPARE_WAIT_S}
 
 
-def measure(tree: Path, tasks: int, budget: float) -> dict:
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(tasks), str(budget)], cwd=tree, capture_output=True,
-                          text=True, check=False)
+def measure(tree: Path, tasks: int, budget: float, settings: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-c", MEASURE, str(tasks), str(budget), json.dumps(settings)], cwd=tree,
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -70,14 +72,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--budget", type=float, default=0.2, help="timing_budget_s per side")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="Config.profile off where the tree has it: the harness alone, without the profile phase")
     args = parser.parse_args()
+    settings = {"profile": False} if args.no_profile else {}
     trees = {"this": ROOT, "other": Path(args.against).resolve()}
     per_min: dict[str, list[float]] = {name: [] for name in trees}
     overhead: dict[str, list[float]] = {name: [] for name in trees}
     for round_ in range(args.rounds):
         order = list(trees.items()) if round_ % 2 == 0 else list(trees.items())[::-1]
         for name, tree in order:
-            found = measure(tree, args.tasks, args.budget)
+            found = measure(tree, args.tasks, args.budget, settings)
             per_min[name].append(found["per_min"])
             overhead[name].append(found["overhead_s"])
         print(f"round {round_ + 1}: " + ", ".join(
