@@ -337,7 +337,7 @@ class Engine:
         return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases, scale=scale,
                                             progress=progress)
 
-    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
+    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
                     progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
         """Every task's reference evaluated as its own candidate (`sage suite check`); with `rows`,

@@ -113,7 +113,7 @@ class EvaluationService:
         return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases, scale=scale,
                             backend=backend, progress=progress)
 
-    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int = 1,
+    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
                     progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
         from sage_engine.suite.check import check_suite, select_tasks

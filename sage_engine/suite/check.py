@@ -42,6 +42,18 @@ GOAL_CORRECT_PCT = 99.0  # of the tasks that can run on the backend
 GOAL_SPEEDUP = (0.95, 1.05)  # median self-speedup: timing treats both sides alike
 GOAL_TASK_S = 60.0  # slowest task's check, at CPU scale
 MAX_JOBS = 16
+# Device backends time on the device and build inputs there: half a GPU
+# host's cores overlap correctness phases (compiles, input builders) while one
+# timing runs at a time; the CPU backends time on the very cores jobs would
+# share, so they check one task at a time unless asked.
+DEVICE_BACKENDS = ("cuda", "npu")
+DEVICE_JOBS_MAX = 8
+
+
+def default_jobs(backend: str) -> int:
+    if backend in DEVICE_BACKENDS:
+        return max(1, min(DEVICE_JOBS_MAX, (os.cpu_count() or 2) // 2))
+    return 1
 
 
 @dataclass
@@ -78,11 +90,12 @@ class SuiteCheck:
                 "tasks": [t.as_dict() for t in self.tasks]}
 
 
-def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int = 1,
+def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int | None = None,
                 trials: int | None = None, progress: Progress | None = None,
                 rows: Path | None = None) -> SuiteCheck:
-    """Self-check `tasks` on `backend` with `jobs` evaluations at a time."""
+    """Self-check `tasks` on `backend` with `jobs` evaluations at a time (`default_jobs` when None)."""
     backend = backend or config.backend
+    jobs = default_jobs(backend) if jobs is None else jobs
     if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
         raise InvalidInput(f"jobs must be an integer from 1 to {MAX_JOBS}, got {jobs!r}")
     if not tasks:

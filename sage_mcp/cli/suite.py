@@ -139,8 +139,9 @@ def suite_import(state: State, path, dest, overwrite, max_cases, scale) -> None:
 @click.argument("suite_dir", required=False, type=click.Path(exists=True, file_okay=False))
 @click.option("--suite", "suite_name", help="'bundled' (the default) or a folder of task directories.")
 @click.option("--backend", "check_backend", help="Backend to check on (default: the configured one).")
-@click.option("--jobs", type=int, default=1, show_default=True,
-              help="Evaluations at once: their correctness overlaps, timing takes turns.")
+@click.option("--jobs", type=int,
+              help="Evaluations at once: their correctness overlaps, timing takes turns "
+                   "(default: 1; on cuda and npu, half the cores, at most 8).")
 @click.option("--rows", "rows_path", type=click.Path(dir_okay=False),
               help="Append each task's row to this JSON-lines file as soon as it is checked.")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids.")

@@ -213,3 +213,12 @@ def test_a_check_killed_mid_run_keeps_the_rows_it_finished(tmp_path):
         proc.wait(timeout=30)
     (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
     assert row["id"] == "a_quick" and row["status"] == "correct"
+
+
+def test_a_device_suite_checks_several_tasks_at_once_by_default_and_a_cpu_one_one_at_a_time():
+    import os
+
+    from sage_engine.suite.check import default_jobs
+
+    assert default_jobs("cpu") == default_jobs("triton") == 1
+    assert default_jobs("cuda") == default_jobs("npu") == max(1, min(8, (os.cpu_count() or 2) // 2))
