@@ -275,6 +275,7 @@ async def test_retrieving_rules_waits_for_the_database_off_the_event_loop(lsp, w
     holder.execute("BEGIN IMMEDIATE")
     try:
         retrieving = asyncio.ensure_future(execute(lsp, "sage.retrieveRules", uri))
+        await asyncio.sleep(1.0)  # the retrieve is now waiting for the write lock
         shown = await asyncio.wait_for(lenses(lsp, uri), 5)  # answered while the retrieve waits
         assert shown and not retrieving.done()
     finally:

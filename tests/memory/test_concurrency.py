@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.memory import utility
 from sage_engine.models import NewItem
@@ -77,3 +78,44 @@ def test_concurrent_processes_lose_no_write_and_match_a_serial_replay(config):
                 replayed[u.item_id] = utility.step(replayed[u.item_id], u.target, u.eta)
                 assert u.after == replayed[u.item_id]
         assert {i.id: i.utility for i in eng.list_items(limit=100)} == replayed
+
+
+def test_a_thread_reads_while_another_threads_write_waits_for_the_file(tmp_path):
+    # One store, two threads: a write transaction waits on another process's
+    # write lock, and a read on the other thread still answers at once (each
+    # thread has its own connection; under WAL readers never wait on a writer).
+    import sqlite3
+    import threading
+    import time
+
+    from sage_engine.memory.store import open_store
+
+    db = tmp_path / "memory.db"
+    with Engine(Config(auto_consolidate_every=0).with_db(str(db))) as eng:
+        eng.add_item(NewItem(title="softmax tiling", content="tile rows"))
+    store = open_store(db, busy_timeout_ms=8000)
+    try:
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        waiting = threading.Event()
+
+        def write():
+            waiting.set()
+            with store.transaction():
+                store.run("UPDATE items SET utility = utility + 0.5")
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        waiting.wait()
+        time.sleep(0.5)  # the writer is now inside BEGIN IMMEDIATE, waiting on the file
+        started = time.monotonic()
+        assert store.scalar("SELECT COUNT(*) FROM items") == 1
+        read_s = time.monotonic() - started
+        assert writer.is_alive()
+        holder.execute("ROLLBACK")
+        holder.close()
+        writer.join(10)
+        assert read_s < 2.0, f"the read waited {read_s:.1f} s behind the other thread's write"
+        assert store.scalar("SELECT utility FROM items") == 0.5
+    finally:
+        store.close()

@@ -35,41 +35,70 @@ class SqliteStore(Store):
         super().__init__()
         self.path = Path(path)
         self.bm25_weights = tuple(bm25_weights)
-        memory = str(path) == ":memory:"
-        if not memory:
+        self._timeout_ms = int(busy_timeout_ms)
+        self._memory = str(path) == ":memory:"
+        if not self._memory:
             if self.path.exists() and self.path.is_dir():
                 raise StoreError(f"{self.path} is a directory; give the path of a database file")
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Each thread has a connection of its own: under WAL a thread that
+        # reads (the language server answering the editor) never waits behind
+        # another thread's write waiting for the file's lock. An in-memory
+        # database exists only in its one connection, which threads share,
+        # taking turns.
+        self._lock = threading.RLock()
+        self._conns: dict[int, sqlite3.Connection] = {}
+        self._thread_conn = threading.local()
+        self._shared = self._connect() if self._memory else None
+        conn = self._connection()
         try:
-            # isolation_level=None: transactions are ours (BEGIN IMMEDIATE).
-            self.conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False,
-                                        timeout=busy_timeout_ms / 1000)
-            self.conn.row_factory = _dict_row
-            self.conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-            mode = self._enter_wal(busy_timeout_ms / 1000)
+            mode = self._enter_wal(conn, busy_timeout_ms / 1000)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path} is not a SAGE memory database ({exc})") from exc
-        if not memory and mode.lower() != "wal":
+        if not self._memory and mode.lower() != "wal":
             log.warning("SQLite refused WAL mode (got %s); concurrent writers will wait longer", mode)
-        self.conn.execute("PRAGMA synchronous = NORMAL")
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        # One connection per store, shared by threads: statements and
-        # transactions of different threads take turns.
-        self._lock = threading.RLock()
         self.migrate()
 
-    def _enter_wal(self, within_s: float) -> str:
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # isolation_level=None: transactions are ours (BEGIN IMMEDIATE).
+            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False,
+                                   timeout=self._timeout_ms / 1000)
+            conn.row_factory = _dict_row
+            conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} is not a SAGE memory database ({exc})") from exc
+        return conn
+
+    def _connection(self) -> sqlite3.Connection:
+        """The calling thread's connection (the shared one in memory)."""
+        if self._shared is not None:
+            return self._shared
+        conn = getattr(self._thread_conn, "conn", None)
+        if conn is None:
+            conn = self._connect()
+            with self._lock:
+                alive = {t.ident for t in threading.enumerate()}
+                for ident in [i for i in self._conns if i not in alive]:
+                    self._conns.pop(ident).close()  # its thread has ended: nothing else can use it
+                self._conns[threading.get_ident()] = conn
+            self._thread_conn.conn = conn
+        return conn
+
+    def _enter_wal(self, conn: sqlite3.Connection, within_s: float) -> str:
         """Switch the file to WAL (a setting kept in the file). Two processes
         opening a new memory at once can both ask; SQLite then answers one of
         them "locked" at once, without its busy handler, so ask again."""
         deadline = time.monotonic() + within_s
         delay = 0.005
         while True:
-            mode = self.conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"]
+            mode = conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"]
             if mode.lower() == "wal":
                 return mode
             try:
-                return self.conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
+                return conn.execute("PRAGMA journal_mode = WAL").fetchone()["journal_mode"]
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
@@ -81,25 +110,32 @@ class SqliteStore(Store):
 
     def close(self) -> None:
         with self._lock:
-            self.conn.close()
+            for conn in [*self._conns.values(), *([self._shared] if self._shared else [])]:
+                conn.close()
+            self._conns.clear()
 
     @contextlib.contextmanager
     def _begin(self, write: bool) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        conn = self._connection()
+        with self._turn():
             try:
-                self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.OperationalError as exc:
                 raise StoreError(f"cannot open a transaction on {self.path}: {exc}") from exc
             try:
-                yield self.conn
+                yield conn
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                conn.execute("ROLLBACK")
                 raise
             else:
-                self.conn.execute("COMMIT")
+                conn.execute("COMMIT")
+
+    def _turn(self) -> contextlib.AbstractContextManager:
+        """Threads take turns only on the one in-memory connection."""
+        return self._lock if self._shared is not None else contextlib.nullcontext()
 
     def _execute(self, conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> tuple[list[Row], int]:
-        with self._lock:
+        with self._turn():
             try:
                 cur = conn.execute(sql, tuple(params))
                 return cur.fetchall(), cur.rowcount
@@ -131,7 +167,7 @@ class SqliteStore(Store):
         return [r["id"] for r in rows]
 
     def _execute_many(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self._lock:
+        with self._turn():
             conn.executemany(sql, [tuple(r) for r in rows])
 
     def _has_table(self, name: str) -> bool:
