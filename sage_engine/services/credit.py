@@ -2,7 +2,9 @@
 moves toward its target (adopted items toward their share of the reward,
 unused ones toward -beta), inside the caller's write transaction. An episode
 closed without an attempt carries no evidence: it closes without credit and
-changes nothing else."""
+changes nothing else. Neither does one whose only attempts never ran
+because the sandbox could not start (`sandbox_error`: the host's doing,
+not the kernel's)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,10 @@ from sage_engine.memory import utility
 from sage_engine.memory.store import Store
 from sage_engine.models import AdoptionReport, CloseReason, UtilityUpdate
 
+# Statuses that say nothing about the kernel, so nothing about what the
+# episode showed: the candidate never ran.
+NOT_EVIDENCE = frozenset({"sandbox_error"})
+
 
 def close_and_credit(store: Store, config: Config, episode_id: int, reason: CloseReason) -> AdoptionReport:
     """Close the episode and run ATU over everything it showed, inside
@@ -25,7 +31,7 @@ def close_and_credit(store: Store, config: Config, episode_id: int, reason: Clos
     if row["status"] != "open":
         raise Conflict(f"episode {episode_id} is already closed ({outcome_text(row)})")
     outcomes = [utility.AttemptOutcome(a["status"] == "correct", a["candidate_ms"], a["speedup"])
-                for a in records.attempts(episode_id)]
+                for a in records.attempts(episode_id) if a["status"] not in NOT_EVIDENCE]
     earned = utility.episode_reward(outcomes, config)
     now = time.time()
     if earned is None:

@@ -148,13 +148,16 @@ export class SageCommands {
             placeHolder: 'e.g. Tile the row so each block fits in UB',
         });
         try {
-            const report = await server.execute<{ reward: number | null; updates: unknown[]; closed: boolean }>(
+            const report = await server.execute<{ reward: number | null; updates: unknown[]; closed: boolean; credited: boolean }>(
                 ServerCommand.recordAdoption,
                 [uri, picked.map((p) => p.id), shown.retrieval.episode_id, lesson ? { title: lesson.slice(0, 120), content: lesson } : null],
             );
             this.retrievals.delete(uri);
-            const reward = report.reward == null ? 'pending' : report.reward.toFixed(2);
-            void showInformationMessage(`SAGE: episode ${shown.retrieval.episode_id} closed, reward ${reward}, ${report.updates.length} utilities updated.`);
+            const episode = shown.retrieval.episode_id;
+            void showInformationMessage(report.credited === false
+                // No evaluation ran in the episode: the adoptions are kept but nothing is credited.
+                ? `SAGE: episode ${episode} closed without credit: no kernel was evaluated in it, so no utility changed. Benchmark the kernel ("SAGE: Benchmark file") before recording adoption.`
+                : `SAGE: episode ${episode} closed, reward ${report.reward == null ? 'pending' : report.reward.toFixed(2)}, ${report.updates.length} utilities updated.`);
             return report;
         } catch (err) {
             void showErrorMessage(`SAGE: ${messageOf(err)}`);

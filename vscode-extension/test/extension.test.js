@@ -219,6 +219,16 @@ test('record adoption offers what retrieval showed and sends the picked ids and 
     assert.deepEqual(serverCommands().at(-1), ['sage.recordAdoption',
         ['file:///ws/kernels/k.py', [2], 5, { title: 'Use a 1-D grid', content: 'Use a 1-D grid' }]]);
     assert.match(stub.calls.filter((c) => c.name === 'window.showInformationMessage').at(-1).args[0], /reward 0.40, 2 utilities updated/);
+
+    // An episode with no evaluation closes without credit, and says so rather than "reward pending".
+    await vscode.commands.executeCommand('sage.showRules');
+    responses['sage.recordAdoption'] = { episode_id: 5, reward: null, updates: [], closed: true, credited: false };
+    stub.state.quickPickAnswers.push((items) => items.filter((i) => i.id === 2));
+    stub.state.inputBoxAnswers.push('');
+    await vscode.commands.executeCommand('sage.adopt');
+    const told = stub.calls.filter((c) => c.name === 'window.showInformationMessage').at(-1).args[0];
+    assert.match(told, /episode 5 closed without credit: no kernel was evaluated in it/);
+    assert.doesNotMatch(told, /pending/);
 });
 
 test('changing the database setting restarts the server and tells VS Code the MCP definition changed', async () => {
