@@ -93,9 +93,35 @@ class Config:
     timing_max_reps: int = 200
     timing_budget_s: float = 2.0  # per side; enough for a stable median on CPU
     timing_warmup: int = 3
+    # The timing phase's wall on a backend whose times say nothing of a device
+    # (the Triton interpreter): its numbers are shown, never credited, so they
+    # may not cost more than this, nor turn a correct kernel into a timeout.
+    unrepresentative_timing_s: float = 20.0
     # KernelBench flags suspicious speedups; on CPU a 20x over eager PyTorch
     # almost always means the candidate skipped work.
     suspicious_speedup: float = 20.0
+    # --- verdicts no kernel can game (evaluation.md, "What a verdict rests on") --
+    # Correctness also at two shape variants the kernel was not written for
+    # (odd sizes, small sizes) and at large input magnitudes.
+    shape_variants: bool = True
+    # The large-values variant multiplies floating inputs by this: x100 takes
+    # randn inputs past exp's float32 range (88) when the maximum is not subtracted.
+    edge_scale: float = 100.0
+    # An output whose largest magnitude is at most this many times atol is
+    # compared relative to its own scale: under atol, zeros would pass.
+    small_output_factor: float = 10.0
+    # Secret pairs of checked samples while timed (fresh inputs, then a few of
+    # their values changed), and how many values change per input: a kernel
+    # sampling its inputs' values to recognise them misses two changes.
+    stale_checks: int = 2
+    stale_changes: int = 2
+    # Element pairs swapped in each input before every timed call (outside the
+    # timed interval): no two calls see the same values. A few swaps cost
+    # microseconds and change what any hash of the inputs sees.
+    churn_swaps: int = 2
+    # The seed of every evaluation's inputs; None draws one per evaluation
+    # (recorded in the result: `sage bench --seed N` reproduces a run).
+    eval_seed: int | None = None
     eval_threads: int = 1  # same thread count for reference and candidate
     warm_pool: bool = True  # fork candidates from a worker that imported torch
     # "local": evaluate on this machine; "ray": on the hosts of a Ray cluster
@@ -369,7 +395,7 @@ def _parse(f: dataclasses.Field, raw: str) -> Any:
     try:
         if kind == "bool":
             return raw.strip().lower() in ("1", "true", "yes", "on")
-        if kind == "int":
+        if kind in ("int", "int | None"):
             return int(raw)
         if kind == "float":
             return float(raw)

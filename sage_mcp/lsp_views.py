@@ -110,6 +110,8 @@ def result_summary(
     "incorrect on case 1/3 (dim=1000): output: 16000 of 16000 elements exceed tolerance · cpu"."""
     if result.correct:
         head = f"{result.speedup:.2f}x vs reference · correct" if result.speedup is not None else "correct"
+        if result.speedup is not None and result.speedup_trusted is False:
+            head = f"{result.speedup:.2f}x vs reference (unverified) · correct"
         parts = [head]
     else:
         parts = [failure_headline(result) or result.status]
@@ -118,7 +120,7 @@ def result_summary(
         parts.append(when)
     if adopted:
         parts.append(f"{adopted} rule{'s' if adopted != 1 else ''} adopted")
-    if result.suspicious_speedup:
+    if result.suspicious_speedup and result.speedup_trusted is not False:
         parts.append("suspicious speedup")
     if stale:
         parts.append("stale")

@@ -335,6 +335,8 @@ class _Episode:
             return None
         r = self.best.result
         speed = f", {r.speedup:.3g}x over the reference" if r.speedup is not None else ""
+        if r.speedup is not None and r.speedup_trusted is False:
+            speed += " (unverified)"
         return f"round {self.best.round_no}{speed}"
 
     def _outcome_text(self) -> str:
@@ -351,11 +353,12 @@ class _Episode:
         if first is not None:
             rec.first_correct_round = first.round_no
             rec.first_correct_ms = _timing(first.result)
-            rec.first_correct_speedup = first.result.speedup
+            rec.first_correct_speedup = _trusted_speedup(first.result)
         if self.best is not None:
             r = self.best.result
             rec.best_round, rec.best_attempt_id = self.best.round_no, r.attempt_id
-            rec.best_ms, rec.best_speedup = _timing(r), r.speedup
+            rec.best_ms, rec.best_speedup = _timing(r), _trusted_speedup(r)
+            rec.best_speedup_unverified = r.speedup if r.speedup_trusted is False else None
             rec.reference_ms = r.reference_timing.median_ms if r.reference_timing else None
         statuses = [a.result.status for a in self.attempts]
         rec.best_status = "correct" if self.best else (statuses[-1] if statuses else None)
@@ -373,9 +376,15 @@ def _timing(r: EvalResult) -> float | None:
 
 
 def _ms(r: EvalResult) -> float:
-    # A correct kernel without timing (compile-gate backends) ranks after timed ones.
-    t = _timing(r)
+    # A correct kernel without timing (compile-gate backends), or whose time is
+    # unverified, ranks after timed ones: an unbelievable time is no best.
+    t = _timing(r) if r.speedup_trusted is not False else None
     return t if t is not None else float("inf")
+
+
+def _trusted_speedup(r: EvalResult) -> float | None:
+    """The speedup the reports count: none where it is unverified (ER and fast_p never count those)."""
+    return r.speedup if r.speedup_trusted is not False else None
 
 
 def _invalid(task: str, backend: str, message: str) -> EvalResult:

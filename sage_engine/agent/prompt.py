@@ -200,10 +200,11 @@ def feedback(result: EvalResult, *, round_no: int, rounds: int, best: str | None
             f"candidate {cand.median_ms:.4g} ms (IQR {cand.iqr_ms:.2g})"
         )
     if result.speedup is not None:
-        lines.append(f"Speedup over the reference: {result.speedup:.3g}x")
+        lines.append(f"Speedup over the reference: {result.speedup:.3g}x"
+                     + (f" ({result.speedup_note})" if result.speedup_trusted is False else ""))
     if result.profile is not None and result.profile.summary:
         lines.append(f"Where the time goes: {result.profile.summary}")
-    if result.suspicious_speedup:
+    if result.suspicious_speedup and result.speedup_trusted is not False:
         lines.append("Note: this speedup is suspiciously large; make sure the kernel does all the work.")
     if not result.timing_representative:
         lines.append("Note: timings on this backend are not representative of the target hardware.")

@@ -234,7 +234,8 @@ class _Progress:
             if record is not None:
                 self.solved += record.solved
                 self._progress.advance(self._overall)
-                speed = f" {record.best_speedup:.2f}x" if record.best_speedup else ""
+                speed = f" {record.best_speedup:.2f}x" if record.best_speedup else (
+                    f" {record.best_speedup_unverified:.2f}x (unverified)" if record.best_speedup_unverified else "")
                 mark = "[green]solved[/green]" if record.solved else f"[red]{record.best_status or 'unsolved'}[/red]"
                 self._progress.console.print(
                     f"{record.task}: {mark}{speed} in {record.rounds_used} round(s), "

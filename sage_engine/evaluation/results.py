@@ -3,6 +3,13 @@
 The child's final report decides the status when it arrived; otherwise the
 supervisor's observations do (timeout, too many processes, a signal, an exit
 without a report). A candidate can never turn its own exit code into a pass.
+
+A speedup is credited only where it is believable (`speedup_trusted`): not
+where the candidate's time is faster than reading its inputs allows here,
+not on a task whose output is the same for every input (a constant passes
+it), and past `suspicious_speedup` only where the profile confirmed the
+candidate moved every byte (then a large speedup is an algebraic shortcut,
+checked on inputs it had never seen).
 """
 
 from __future__ import annotations
@@ -13,8 +20,9 @@ from typing import Any
 
 from sage_engine.evaluation import timing
 from sage_engine.evaluation.host import calibration, roofline
-from sage_engine.evaluation.protocol import CaseRow, Outcome, Report
-from sage_engine.models import CaseResult, Diagnostic, EvalResult, MachineLimits, Profile, TimingStats
+from sage_engine.evaluation.protocol import CaseRow, Judgement, Outcome, Report
+from sage_engine.models import (CaseResult, Diagnostic, EvalResult, MachineLimits, Profile, TimingStats,
+                                VariantResult)
 
 STDOUT_TAIL_CHARS = 4000
 # faulthandler's frame lines: File "/tmp/sage-eval-x/candidate.py", line 12 in forward
@@ -55,7 +63,8 @@ def _from_outcome(
                               suspicious_speedup=suspicious_speedup)
         if rules is not None and outcome.report.profile is not None and result.candidate_timing is not None:
             result = _with_profile(result, outcome.report, limits, limits_note, rules)
-        return result
+        trusted, why = speedup_trust(result, suspicious_speedup)
+        return result.model_copy(update={"speedup_trusted": trusted, "speedup_note": why})
     cases = [_case(row) for row in outcome.cases]
     stage = f" while {last_progress}" if last_progress else ""
     status, category = "crashed", "crash"
@@ -126,6 +135,12 @@ def _from_report(
                     message=f"speedup {speedup:.1f}x exceeds {suspicious_speedup:g}x: check that the candidate "
                             "does all the work the reference does",
                 ))
+    judgement = report.judgement or Judgement()
+    diags += [Diagnostic(severity="info", category="tolerance", message=note) for note in judgement.notes]
+    if judgement.constant:
+        diags.append(Diagnostic(severity="warning", category="degenerate", message=(
+            f"this task cannot tell a constant from a kernel: {judgement.constant}; a correct result here says "
+            "little, and no speedup on it is credited")))
     versions = dict(base.get("versions", {}))
     versions.update(report.versions)
     # The device the reference process ran on names the hardware (a GPU's or NPU's own name).
@@ -142,6 +157,8 @@ def _from_report(
         diagnostics=diags,
         stdout_tail=tail,
         timing_representative=timing_representative,
+        variants=[VariantResult(name=v.name, status=v.status, at=v.at, reason=v.reason) for v in judgement.variants],
+        degenerate=judgement.constant or None,
         phases={k: round(float(v), 6) for k, v in report.phases.items()},
         compile_info={**({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
                       **({"device_time_us": timing_report.device_time_us}
@@ -166,12 +183,32 @@ def _with_profile(result: EvalResult, report: Report, limits: MachineLimits | No
         update["suspicious_speedup"] = True
         diags.append(Diagnostic(severity="warning", category="timing",
                                 message=f"physically impossible time: {profile.impossible}"))
+    elif profile.fewer_flops:
+        diags.append(Diagnostic(severity="info", category="profile", message=f"fewer FLOPs: {profile.fewer_flops}"))
     if profile.own_kernels is False:
         diags.append(Diagnostic(severity="info", category="profile",
                                 message="the candidate launched no kernel of its own: every kernel it ran is one "
                                         "the reference launches too (library kernels)"))
     update["diagnostics"] = diags
     return result.model_copy(update=update)
+
+
+def speedup_trust(result: EvalResult, suspicious_speedup: float) -> tuple[bool | None, str | None]:
+    """(trusted, why not) for a result's speedup; (None, None) where it has none."""
+    speedup, profile = result.speedup, result.profile
+    if speedup is None:
+        return None, None
+    if result.degenerate:
+        return False, (f"unverified: this task's output is the same for every input ({result.degenerate}), so a "
+                       "constant passes it and its speedup cannot be credited")
+    if profile is not None and profile.impossible:
+        return False, f"unverified: the candidate skipped reading inputs ({profile.impossible})"
+    if speedup > suspicious_speedup:
+        confirmed = profile is not None and profile.peak_gbps is not None and profile.bytes
+        if not confirmed:
+            return False, (f"unverified: {speedup:.1f}x is past {suspicious_speedup:g}x and no measurement of this "
+                           "machine's bandwidth confirmed that the candidate read its inputs")
+    return True, None
 
 
 def _tail(outcome: Outcome) -> str:
@@ -183,7 +220,7 @@ def _tail(outcome: Outcome) -> str:
 
 def _case(row: CaseRow) -> CaseResult:
     return CaseResult(case=row.case, trial=int(row.trial), ok=bool(row.ok), max_abs_error=row.max_abs_error,
-                      max_rel_error=row.max_rel_error, message=row.message)
+                      max_rel_error=row.max_rel_error, message=row.message, variant=row.variant)
 
 
 def _signal_name(sig: int) -> str:

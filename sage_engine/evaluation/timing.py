@@ -23,8 +23,12 @@ import statistics
 import time
 from typing import Any, Callable
 
-Timer = Callable[[Callable[[int], Any], int], float]  # runs call(0) .. call(n - 1), returns seconds per call
+# timer(call, n, before): runs call(0) .. call(n - 1) and returns seconds per
+# call; `before(i)`, when given, runs ahead of call(i) outside the timed interval.
+Timer = Callable[..., float]
+Before = Callable[[int], Any]
 _perf = time.perf_counter  # taken before any candidate code runs in the process that times
+host_clock = _perf
 # A very slow candidate (an interpreter) still stops after this many budgets,
 # with at least three repetitions.
 HARD_CAP_BUDGETS = 5.0
@@ -40,11 +44,19 @@ LEFTOVER_SHARE = 0.05
 LEFTOVER_FLOOR_S = 50e-6
 
 
-def perf_counter_timer(call: Callable[[int], Any], n: int) -> float:
-    start = _perf()
+def perf_counter_timer(call: Callable[[int], Any], n: int, before: Before | None = None) -> float:
+    if before is None:
+        start = _perf()
+        for i in range(n):
+            call(i)
+        return (_perf() - start) / n
+    total = 0.0
     for i in range(n):
+        before(i)
+        start = _perf()
         call(i)
-    return (_perf() - start) / n
+        total += _perf() - start
+    return total / n
 
 
 class DeviceTimer:
@@ -57,6 +69,9 @@ class DeviceTimer:
     With `flush_mb`, a buffer that size is zeroed before every event pair, so
     each starts with a cold cache (256 MB covers an H100/H200 L2, 192 MB an
     Ascend 910B's). Calls under `PAIR_MIN_S` go several to a pair.
+
+    With `before` (the inputs changed ahead of every call), each call has a
+    pair of its own, as KernelBench and do_bench time them.
 
     Work a call leaves on another stream is not between its events. Once the
     last end event completed the device is synchronised and that wait timed
@@ -100,13 +115,15 @@ class DeviceTimer:
     def per_pair(self) -> int:
         return max(1, math.ceil(PAIR_MIN_S / self.fastest)) if self.fastest < PAIR_MIN_S else 1
 
-    def __call__(self, call: Callable[[int], Any], n: int) -> float:
+    def __call__(self, call: Callable[[int], Any], n: int, before: Before | None = None) -> float:
         if self.all_streams:
-            return self._all_streams(call, n)
-        k = self.per_pair
+            return self._all_streams(call, n, before)
+        k = self.per_pair if before is None else 1
         pairs = []
         for first in range(0, n, k):
             m = min(k, n - first)
+            if before is not None:
+                before(first)
             if self.flush is not None:
                 self.flush.zero_()
             start, end = self.event(enable_timing=True), self.event(enable_timing=True)
@@ -118,20 +135,22 @@ class DeviceTimer:
         self.wait(pairs[-1][1])
         times = [(self.elapsed_ms(start, end) / 1000.0, m) for start, end, m in pairs]
         total = sum(t for t, _ in times)
-        before = self.clock()
+        sync_start = self.clock()
         self.device_sync()
-        left = self.clock() - before - self.idle_sync_s
+        left = self.clock() - sync_start - self.idle_sync_s
         if left > max(LEFTOVER_FLOOR_S, LEFTOVER_SHARE * total):
             self.leftover_seen += 1
             self.all_streams = True
-            return self._all_streams(call, n)
+            return self._all_streams(call, n, before)
         self.fastest = min(self.fastest, *(t / m for t, m in times))
         return total / n
 
-    def _all_streams(self, call: Callable[[int], Any], n: int) -> float:
+    def _all_streams(self, call: Callable[[int], Any], n: int, before: Before | None = None) -> float:
         """Every call with the whole device synchronised before its end event."""
         total = 0.0
         for i in range(n):
+            if before is not None:
+                before(i)
             if self.flush is not None:
                 self.flush.zero_()
             start, end = self.event(enable_timing=True), self.event(enable_timing=True)

@@ -213,3 +213,18 @@ def read_tensor(fd: int, entry: dict[str, Any], torch: Any) -> Any:
     if entry.get("requires_grad") and not out.requires_grad and (out.is_floating_point() or out.is_complex()):
         out.requires_grad_(True)
     return out
+
+
+def skip_tensors(fd: int, header: dict[str, Any]) -> None:
+    """Reads and drops the tensor bytes a frame's header announces (a frame
+    nobody will judge must still leave the stream at the next header)."""
+    entries = [e for key in ("outputs", "mutated") for e in header.get(key, []) if isinstance(e, dict)]
+    for entry in entries:
+        if entry.get("kind") != "tensor":
+            continue
+        left = int(entry.get("nbytes", 0))
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                raise ChannelClosed("the peer closed the channel")
+            left -= len(chunk)

@@ -20,8 +20,11 @@ ItemKind = Literal["experience", "rule"]
 # never shown; merged: folded into another item (dedup or consolidation);
 # deleted: soft-deleted, kept for the audit trail.
 ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
+# task_error: the task's own reference failed (its fault, not the candidate's);
+# sandbox_error: the sandbox could not start (the host's). Neither is evidence about a kernel.
 EvalStatus = Literal[
-    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error"
+    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error",
+    "task_error",
 ]
 
 
@@ -202,6 +205,7 @@ class AttemptSummary(_Model):
     id: int
     status: EvalStatus
     speedup: float | None = None
+    speedup_trusted: bool | None = Field(None, description="False: unverified, not credited")
     candidate_ms: float | None = None
     candidate_hash: str
     adopted_ids: list[int] = Field(default_factory=list)
@@ -289,6 +293,16 @@ class CaseResult(_Model):
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str = ""
+    variant: str = Field("", description="The shape variant this trial ran ('' for a declared case)")
+
+
+class VariantResult(_Model):
+    """A shape variant the kernel was checked at beyond the declared cases."""
+
+    name: str = Field(description="odd, small or large values")
+    status: Literal["passed", "failed", "dropped"]
+    at: str = Field("", description="Its inputs' shapes")
+    reason: str = Field("", description="Why it was dropped: the reference itself could not run it")
 
 
 class EvalResult(_Model):
@@ -306,8 +320,18 @@ class EvalResult(_Model):
     reference_timing: TimingStats | None = None
     candidate_timing: TimingStats | None = None
     speedup: float | None = Field(None, description="reference median / candidate median")
+    speedup_trusted: bool | None = Field(
+        None, description="False: the speedup is unverified (a time this machine cannot deliver, a speedup past "
+                          "the suspicious threshold nothing confirmed, a task that cannot tell a constant from a "
+                          "kernel) and earns no credit; None where there is no speedup")
+    speedup_note: str | None = Field(None, description="Why the speedup is unverified, in one sentence")
     timing_representative: bool = True
     suspicious_speedup: bool = False
+    seed: int | None = Field(None, description="This evaluation's input seed: `sage bench --seed N` reproduces it")
+    variants: list[VariantResult] = Field(default_factory=list, description="Shape variants checked beyond the "
+                                                                               "declared cases")
+    degenerate: str | None = Field(
+        None, description="Why this task cannot tell a constant from a kernel (its output is the same for every input)")
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
     compile_info: dict[str, object] = Field(default_factory=dict)

@@ -42,7 +42,12 @@ class Profile(_Model):
     peak_flops: float | None = Field(None, description="Measured matmul FLOP/s for the call's dtype")
     bound: Bound | None = Field(None, description="The candidate's binding limit")
     summary: str = Field("", description="One sentence to act on")
-    impossible: str | None = Field(None, description="Why the candidate's time is physically impossible, if it is")
+    impossible: str | None = Field(
+        None, description="Why the candidate's time is physically impossible: faster than reading its inputs and "
+                          "writing its outputs once at the measured bandwidth allows (it skipped reading inputs)")
+    fewer_flops: str | None = Field(
+        None, description="The candidate's time is below what the reference's FLOPs need at the measured matmul "
+                          "peak: it does less arithmetic (an algebraic shortcut), which its correctness vouches for")
     own_kernels: bool | None = Field(
         None, description="cuda/npu: false when every kernel the candidate launched is one the reference launches")
     calibration: str | None = Field(None, description="The measured limits used, and when they were measured")

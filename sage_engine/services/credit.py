@@ -4,7 +4,8 @@ unused ones toward -beta), inside the caller's write transaction. An episode
 closed without an attempt carries no evidence: it closes without credit and
 changes nothing else. Neither does one whose only attempts never ran
 because the sandbox could not start (`sandbox_error`: the host's doing,
-not the kernel's)."""
+not the kernel's) or whose task's reference failed (`task_error`). A
+correct attempt whose speedup is unverified earns correctness only."""
 
 from __future__ import annotations
 
@@ -18,8 +19,19 @@ from sage_engine.memory.store import Store
 from sage_engine.models import AdoptionReport, CloseReason, UtilityUpdate
 
 # Statuses that say nothing about the kernel, so nothing about what the
-# episode showed: the candidate never ran.
-NOT_EVIDENCE = frozenset({"sandbox_error"})
+# episode showed: the candidate never ran (sandbox_error), or the task's own
+# reference failed (task_error).
+NOT_EVIDENCE = frozenset({"sandbox_error", "task_error"})
+
+
+def attempt_outcome(row) -> utility.AttemptOutcome:
+    """An attempt as ATU counts it: a correct kernel whose speedup is
+    unverified (`speedup_trusted` 0) counts as correct, with no time and no
+    speedup: neither the improvement term nor the speedup term takes it."""
+    correct = row["status"] == "correct"
+    if row["speedup_trusted"] == 0:
+        return utility.AttemptOutcome(correct, None, None)
+    return utility.AttemptOutcome(correct, row["candidate_ms"], row["speedup"])
 
 
 def close_and_credit(store: Store, config: Config, episode_id: int, reason: CloseReason) -> AdoptionReport:
@@ -30,8 +42,7 @@ def close_and_credit(store: Store, config: Config, episode_id: int, reason: Clos
     row = records.get(episode_id)
     if row["status"] != "open":
         raise Conflict(f"episode {episode_id} is already closed ({outcome_text(row)})")
-    outcomes = [utility.AttemptOutcome(a["status"] == "correct", a["candidate_ms"], a["speedup"])
-                for a in records.attempts(episode_id) if a["status"] not in NOT_EVIDENCE]
+    outcomes = [attempt_outcome(a) for a in records.attempts(episode_id) if a["status"] not in NOT_EVIDENCE]
     earned = utility.episode_reward(outcomes, config)
     now = time.time()
     if earned is None:

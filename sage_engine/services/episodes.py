@@ -152,6 +152,7 @@ class EpisodeService:
                 "candidate_hash": result.candidate_hash, "candidate_path": candidate_path, "speedup": result.speedup,
                 "candidate_ms": timing.median_ms if timing else None, "created_at": now, "author": user,
                 "request_id": request_id, "host": host or result.host,
+                "speedup_trusted": None if result.speedup_trusted is None else int(result.speedup_trusted),
                 # attempt_id, episode_id and created_at live in their columns.
                 "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
             })
@@ -229,6 +230,7 @@ class EpisodeService:
             rows = self.store.episodes.attempts(episode_id)
             by_attempt = self.store.episodes.adopted_in_attempts([r["id"] for r in rows])
             attempts = [AttemptSummary(id=r["id"], status=r["status"], speedup=r["speedup"], candidate_ms=r["candidate_ms"],
+                                       speedup_trusted=None if r["speedup_trusted"] is None else bool(r["speedup_trusted"]),
                                        candidate_hash=r["candidate_hash"], adopted_ids=by_attempt[r["id"]],
                                        created_at=r["created_at"]) for r in rows]
             updates = self.store.audit.utility_log(episode_id=episode_id)

@@ -8,6 +8,14 @@ task an agent should not be pointed at yet, and the check says why
 (`causes.py`). The task's `forbid` list is lifted for this candidate only:
 the reference calls exactly the operators a candidate may not.
 
+Each sound task is then given two candidates that do nothing: zeros of the
+output's shape, and a constant (the output's mean for other inputs). Either
+passing marks the task `degenerate` with the reason: it cannot tell a
+kernel from a constant, and nothing credited on it means anything. Every
+evaluation compares small outputs relative to their scale, so zeros fail
+where outputs are merely tiny (a softmax over 393216 values); what is left
+is tasks whose output hardly depends on the input.
+
 `jobs` evaluations run at once through one Harness with that many worker
 slots: their correctness phases overlap, while timing takes turns and the
 others stand still meanwhile (`host/pool.py`), so a GPU host's cores build
@@ -68,6 +76,9 @@ class TaskCheck:
     candidate_ms: float | None = None
     seconds: float = 0.0
     cases: int = 0
+    variants: list[dict[str, str]] = field(default_factory=list)  # name, status, at, reason
+    degenerate: str | None = None  # why a do-nothing candidate passes, when one does
+    nulls: dict[str, str] = field(default_factory=dict)  # what each do-nothing candidate got
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -194,15 +205,75 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     timing = {"reference_ms": result.reference_timing.median_ms if result.reference_timing else None,
               "candidate_ms": result.candidate_timing.median_ms if result.candidate_timing else None,
               "seconds": round(result.duration_s, 2)}
+    variants = [v.model_dump() for v in result.variants]
     if result.status == "correct":
-        return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing)
+        nulls, degenerate = null_checks(harness, task, backend=backend, trials=trials)
+        return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing,
+                         variants=variants, nulls=nulls, degenerate=result.degenerate or degenerate)
     cause, detail = causes.classify(result)
     if cause == "not reproducible":
         tree = ast.parse(task.reference_source)
         if randomness.random_in_forward(tree):
             cause = "not reproducible: random numbers in forward"
     status = "cannot_run" if causes.cannot_run(cause) else "failed"
-    return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing)
+    return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing, variants=variants)
+
+
+NULL_WHY = {"zeros": "zeros pass: the output is zero, or within tolerance of it, for every input tried",
+            "constant": "a constant passes: the output hardly depends on the input"}
+
+
+def null_checks(harness: Harness, task: Task, *, backend: str, trials: int | None) -> tuple[dict[str, str], str | None]:
+    """What the two do-nothing candidates got, and why the task is degenerate when either passed."""
+    got: dict[str, str] = {}
+    for name, candidate in null_candidates(self_candidate(task)).items():
+        try:
+            result = harness.evaluate(dataclasses.replace(task, forbid=()), candidate, backend=backend, trials=trials)
+        except SageError as exc:
+            got[name] = f"not evaluable: {exc}"
+            continue
+        got[name] = result.status
+    why = "; ".join(NULL_WHY[n] for n, status in got.items() if status == "correct")
+    return got, why or None
+
+
+def null_candidates(own: str) -> dict[str, str]:
+    """Two candidates that compute nothing a kernel would: the reference
+    (renamed, as `self_candidate` gives it) asked only for its output's
+    shape, returning zeros; and one returning, everywhere, the mean of the
+    reference's output for other inputs (each input's values permuted)."""
+    inner = own.replace("class ModelNew(", "class _Reference(")
+    wrapper = '''
+
+def _flat(value):
+    return list(value) if isinstance(value, (tuple, list)) else [value]
+
+
+def _shaped(outputs, fill):
+    done = [fill(o) if isinstance(o, torch.Tensor) else o for o in outputs]
+    return done[0] if len(done) == 1 else tuple(done)
+
+
+class ModelNew(torch.nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        self.reference = _Reference(*args, **kwargs)
+        self.means = {}
+
+    def forward(self, *inputs):
+        outputs = _flat(self.reference(*inputs))
+        if MODE == "zeros":
+            return _shaped(outputs, torch.zeros_like)
+        key = tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor))
+        if key not in self.means:
+            other = [x.reshape(-1)[torch.randperm(x.numel(), device=x.device)].reshape(x.shape)
+                     if isinstance(x, torch.Tensor) and x.numel() else x for x in inputs]
+            self.means[key] = [o.double().mean().item() if isinstance(o, torch.Tensor) and o.numel() else 0.0
+                               for o in _flat(self.reference(*other))]
+        means = iter(self.means[key])
+        return _shaped(outputs, lambda o: torch.full_like(o, next(means)))
+'''
+    return {mode: f"import torch\n{inner}\nMODE = {mode!r}\n{wrapper}" for mode in ("zeros", "constant")}
 
 
 def self_candidate(task: Task) -> str:
@@ -240,8 +311,19 @@ def summarize(checks: list[TaskCheck]) -> dict[str, Any]:
         "slowest": {"id": slowest.id, "seconds": slowest.seconds} if slowest else None,
         "failures": _grouped([c for c in runnable if c.status != "correct"]),
         "cannot_run": _grouped([c for c in checks if c.status == "cannot_run"]),
+        "degenerate": {c.id: c.degenerate for c in checks if c.degenerate},
+        "variants": _variant_counts(checks),
         "goals": goals,
     }
+
+
+def _variant_counts(checks: list[TaskCheck]) -> dict[str, int]:
+    """Shape variants over all tasks, by what became of them (passed, failed, dropped)."""
+    counts: dict[str, int] = {}
+    for c in checks:
+        for v in c.variants:
+            counts[v["status"]] = counts.get(v["status"], 0) + 1
+    return counts
 
 
 def _quartiles(values: list[float]) -> tuple[float, float, float]:

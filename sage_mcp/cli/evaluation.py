@@ -18,19 +18,27 @@ SOLUTION_PREFIX = {"cpu": "cpu_", "triton": "triton_", "ascend-compile": "ascend
 def _fmt_speedup(r) -> str:
     if r.speedup is None:
         return "-" if r.timing_representative else "n/a (not representative)"
+    if r.speedup_trusted is False:
+        return f"{r.speedup:.2f}x (unverified)"
     return f"{r.speedup:.2f}x" + (" (suspicious)" if r.suspicious_speedup else "")
 
 
 def render_result(r) -> None:
     colour = "green" if r.status == "correct" else "red"
     console.print(f"[{colour}]{r.status}[/{colour}] · task {r.task} · {r.backend} on {r.hardware} · "
-                  f"speedup {_fmt_speedup(r)} · {r.duration_s:.1f}s · attempt {r.attempt_id}")
+                  f"speedup {_fmt_speedup(r)} · {r.duration_s:.1f}s · attempt {r.attempt_id} · seed {r.seed}")
+    for v in r.variants:
+        where = f" at {v.at}" if v.at else ""
+        console.print(f"  variant {v.name}: {v.status}{where}" + (f" ({v.reason})" if v.reason else ""),
+                      highlight=False, markup=False)
     if r.message:
         console.print(r.message, highlight=False, markup=False)
     if r.reference_timing and r.candidate_timing:
         console.print(f"reference {r.reference_timing.median_ms:.3f} ms (IQR {r.reference_timing.iqr_ms:.3f}), "
                       f"candidate {r.candidate_timing.median_ms:.3f} ms (IQR {r.candidate_timing.iqr_ms:.3f}), "
                       f"{r.candidate_timing.reps} reps")
+    if r.speedup_note:
+        console.print(r.speedup_note, highlight=False, markup=False)
     if r.mismatch:
         console.print(f"mismatch: {r.mismatch}", highlight=False, markup=False)
     for d in r.diagnostics:
@@ -51,14 +59,18 @@ def render_result(r) -> None:
 @click.option("--profile", "show_profile", is_flag=True,
               help="Print where the time goes: kernels per side, bytes, FLOPs, shares of the measured limits.")
 @click.option("--ncu", is_flag=True, help="Add Nsight Compute metrics per kernel (cuda with ncu on PATH; slow).")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1),
+              help="The inputs' seed (every result records its own): reproduces a run. Default: a new one each run.")
 @json_option
 @pass_state
 @handle_errors
-def bench(state: State, candidate, task, bench_backend, trials, episode_id, show_profile, ncu) -> None:
+def bench(state: State, candidate, task, bench_backend, trials, episode_id, show_profile, ncu, seed) -> None:
     """Compile, check and time CANDIDATE (a file defining ModelNew) against a task."""
     state.chose(candidate, task)
     if show_profile or ncu:
         state.changes.update(profile=True, **({"profile_ncu": True} if ncu else {}))
+    if seed is not None:
+        state.changes["eval_seed"] = seed
     with _progress() as bar:
         job = bar.add_task("evaluating", total=None)
 

@@ -313,7 +313,9 @@ def episodes_show(state: State, episode_id) -> None:
         console.print(f"[bold]episode {e.id}[/bold] task {e.task} · {_closed_as(e)} · reward {_reward(e) or '-'}")
         table("shown", ["id", "rank", "score", "title"], [(s.id, s.rank, f"{s.score:.3f}", _short(s.title)) for s in e.shown])
         table("attempts", ["id", "status", "speedup", "adopted"],
-              [(a.id, a.status, "" if a.speedup is None else f"{a.speedup:.2f}x", a.adopted_ids) for a in e.attempt_list])
+              [(a.id, a.status, "" if a.speedup is None else
+                f"{a.speedup:.2f}x" + (" unverified" if a.speedup_trusted is False else ""), a.adopted_ids)
+               for a in e.attempt_list])
         table("adopted", ["id", "weight", "evidence"], [(a.id, a.weight, _short(a.evidence)) for a in e.adopted])
         table("utility updates", ["item", "adopted", "before", "after", "target"],
               [(u.item_id, u.adopted, f"{u.before:+.3f}", f"{u.after:+.3f}", f"{u.target:+.3f}") for u in e.updates])

@@ -84,11 +84,12 @@ def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> 
             bar.update(job, description=f"{t.id}/{name}")
             r = state.engine.evaluate(str(path), str(t.reference_path.parent) if suite_dir else t.id, backend=backend)
             rows.append({"task": t.id, "solution": name, "status": r.status, "speedup": r.speedup,
+                         "speedup_trusted": r.speedup_trusted, "speedup_note": r.speedup_note,
                          "reference_ms": r.reference_timing.median_ms if r.reference_timing else None,
                          "candidate_ms": r.candidate_timing.median_ms if r.candidate_timing else None,
                          "front_end": (r.compile_info or {}).get("front_end"), "message": r.message})
             bar.advance(job)
-    speedups = [r["speedup"] for r in rows if r["status"] == "correct" and r["speedup"]]
+    speedups = [r["speedup"] for r in rows if r["status"] == "correct" and r["speedup"] and r["speedup_trusted"] is not False]
     summary = {
         "backend": backend,
         "evaluated": len(rows),
@@ -99,13 +100,21 @@ def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> 
 
     def render(s):
         table(None, ["task", "solution", "status", "speedup", "ref ms", "cand ms", "front end"],
-              [(r["task"], r["solution"], r["status"], f"{r['speedup']:.2f}x" if r["speedup"] else "-",
+              [(r["task"], r["solution"], r["status"], _speedup_cell(r),
                 f"{r['reference_ms']:.3f}" if r["reference_ms"] else "-",
                 f"{r['candidate_ms']:.3f}" if r["candidate_ms"] else "-", r["front_end"] or "") for r in s["results"]])
         gm = f"{s['geomean_speedup']:.2f}x" if s["geomean_speedup"] else "-"
-        console.print(f"{s['correct']}/{s['evaluated']} correct on {s['backend']}; geometric-mean speedup {gm}")
+        unverified = sum(r["speedup_trusted"] is False for r in s["results"])
+        note = f" ({unverified} unverified speedup(s) left out)" if unverified else ""
+        console.print(f"{s['correct']}/{s['evaluated']} correct on {s['backend']}; geometric-mean speedup {gm}{note}")
 
     emit(state, summary, render)
+
+
+def _speedup_cell(row) -> str:
+    if not row["speedup"]:
+        return "-"
+    return f"{row['speedup']:.2f}x" + (" unverified" if row["speedup_trusted"] is False else "")
 
 
 @suite.command("import")
@@ -173,9 +182,10 @@ def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_i
 
 
 def _render_check(report: dict) -> None:
-    table(None, ["task", "benchmark", "status", "cause", "self-speedup", "ref ms", "time s"],
-          [(t["id"], t["benchmark"], t["status"], t["cause"] or "", f"{t['speedup']:.3f}" if t["speedup"] else "-",
-            f"{t['reference_ms']:.3f}" if t["reference_ms"] else "-", f"{t['seconds']:.1f}")
+    table(None, ["task", "benchmark", "status", "cause", "self-speedup", "ref ms", "variants", "time s"],
+          [(t["id"], t["benchmark"], "degenerate" if t["degenerate"] else t["status"], t["cause"] or "",
+            f"{t['speedup']:.3f}" if t["speedup"] else "-", f"{t['reference_ms']:.3f}" if t["reference_ms"] else "-",
+            _variants_cell(t["variants"]), f"{t['seconds']:.1f}")
            for t in report["tasks"]])
     groups = report["benchmarks"] if len(report["benchmarks"]) > 1 else {}
     for name, s in [*groups.items(), ("all", report["summary"])]:
@@ -185,9 +195,20 @@ def _render_check(report: dict) -> None:
                 more = f" (+{len(ids) - 5} more)" if len(ids) > 5 else ""
                 console.print(f"  {title}: {cause}: {len(ids)} ({', '.join(ids[:5])}{more})", highlight=False,
                               markup=False)
+        for task_id, why in s["degenerate"].items():
+            console.print(f"  degenerate: {task_id}: {why}", highlight=False, markup=False)
     load = report["load"].get("before", {})
     console.print(f"backend {report['backend']}, {report['jobs']} job(s), {report['wall_s']:.0f} s wall, "
                   f"load {load.get('load1', '-')} on {load.get('cpus', '-')} CPUs at start", highlight=False)
+
+
+def _variants_cell(variants: list[dict]) -> str:
+    """`2/3` (passed of checked), with how many were dropped (the reference could not run them)."""
+    if not variants:
+        return "-"
+    passed = sum(v["status"] == "passed" for v in variants)
+    dropped = sum(v["status"] == "dropped" for v in variants)
+    return f"{passed}/{len(variants) - dropped}" + (f" ({dropped} dropped)" if dropped else "")
 
 
 def _summary_line(s: dict) -> str:
@@ -196,4 +217,6 @@ def _summary_line(s: dict) -> str:
               else "no self-speedup")
     slowest = f"slowest {s['slowest']['id']} {s['slowest']['seconds']:.1f} s" if s["slowest"] else ""
     pct = f"{s['correct_pct']:.1f}%" if s["correct_pct"] is not None else "-"
-    return (f"{s['tasks']} tasks, {s['runnable']} runnable, {s['correct']} correct ({pct}); {spread}; {slowest}")
+    degenerate = f"; {len(s['degenerate'])} degenerate" if s.get("degenerate") else ""
+    return (f"{s['tasks']} tasks, {s['runnable']} runnable, {s['correct']} correct ({pct}){degenerate}; {spread}; "
+            f"{slowest}")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from sage_engine.evaluation.child.correctness import as_output_list, compare_outputs, tolerance_for
@@ -76,3 +77,25 @@ def test_tuples_of_outputs_are_compared_one_by_one():
     result = compare_outputs([a, b], [a, a], mode="kernelbench")
     assert not result.ok and result.message.startswith("output 1")
     assert "expected 2 output(s), got 1" in compare_outputs([a, b], [a], mode="kernelbench").message
+
+
+def test_outputs_far_under_atol_are_compared_relative_to_their_scale():
+    ref = torch.softmax(torch.rand(2, 393216), dim=1)  # every value about 2.5e-6
+    zeros = torch.zeros_like(ref)
+    assert compare_outputs([ref], [zeros], mode="kernelbench").ok  # the plain tolerance lets zeros through
+    judged = compare_outputs([ref], [zeros], mode="kernelbench", small_output_factor=10.0)
+    assert not judged.ok and "relative to the output's scale" in judged.message
+    assert not compare_outputs([ref], [torch.full_like(ref, 1 / 393216)], mode="kernelbench",
+                               small_output_factor=10.0).ok
+    close = compare_outputs([ref], [ref * (1 + 1e-6)], mode="kernelbench", small_output_factor=10.0)
+    assert close.ok and close.scale == pytest.approx(float(ref.max())) and close.atol == pytest.approx(1e-4 * close.scale)
+    npu = compare_outputs([ref], [zeros], mode="npukernelbench", small_output_factor=10.0)
+    assert not npu.ok
+
+
+def test_outputs_of_ordinary_size_keep_the_usual_tolerance():
+    ref = torch.randn(64, 64)
+    result = compare_outputs([ref], [ref + 5e-5], mode="kernelbench", small_output_factor=10.0)
+    assert result.ok and result.scale is None
+    all_zero = torch.zeros(8)  # nothing to scale by: a constant output is told apart elsewhere
+    assert compare_outputs([all_zero], [all_zero + 1e-6], mode="kernelbench", small_output_factor=10.0).ok

@@ -58,3 +58,23 @@ def test_compiler_error_maps_to_the_line_of_the_python_string(tmp_path: Path):
 def test_unmappable_compiler_error_falls_back_to_the_load_inline_line(tmp_path: Path):
     (diag,) = compiler_errors(f"{tmp_path}/gone.cpp:3:1: error: boom\n", "x = 1\n", fallback_line=7)
     assert diag["line"] == 7
+
+
+def test_a_speedup_is_trusted_only_where_nothing_says_it_cannot_be():
+    from sage_engine.evaluation.results import speedup_trust
+    from sage_engine.models import EvalResult, Profile
+
+    def result(speedup, **fields):
+        return EvalResult(status="correct", correct=True, speedup=speedup, **BASE, **fields)
+
+    assert speedup_trust(result(None), 20.0) == (None, None)
+    assert speedup_trust(result(3.0), 20.0) == (True, None)
+    trusted, why = speedup_trust(result(50.0), 20.0)  # no profile to confirm it moved its bytes
+    assert trusted is False and why.startswith("unverified: 50.0x is past 20x")
+    confirmed = Profile(source="cpu-ops", bytes=1 << 20, peak_gbps=20.0, fewer_flops="an algebraic shortcut")
+    assert speedup_trust(result(50.0, profile=confirmed), 20.0) == (True, None)
+    skipped = confirmed.model_copy(update={"impossible": "its time implies 90 GB/s"})
+    trusted, why = speedup_trust(result(3.0, profile=skipped), 20.0)
+    assert trusted is False and "skipped reading inputs" in why
+    trusted, why = speedup_trust(result(3.0, degenerate="the output was the same for all 3 input sets"), 20.0)
+    assert trusted is False and "a constant passes" in why

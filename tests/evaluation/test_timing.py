@@ -150,3 +150,39 @@ def test_device_timer_keeps_the_event_functions_it_was_made_with():
     device.Event.elapsed_time = lambda start, end: 0.0  # what a candidate could try after the timer exists
     device.Event.record = lambda self, stream=None: None
     assert timer(lambda i: device.work(1e-3), 1) == pytest.approx(1e-3, rel=0.01)  # its launch gap included
+
+
+def test_the_host_timer_keeps_what_runs_before_each_call_out_of_its_time():
+    import time
+
+    seen: list[str] = []
+
+    def before(i: int) -> None:
+        seen.append(f"before {i}")
+        time.sleep(0.004)
+
+    def call(i: int) -> None:
+        seen.append(f"call {i}")
+        time.sleep(0.001)
+
+    from sage_engine.evaluation.timing import perf_counter_timer
+
+    seconds = perf_counter_timer(call, 3, before)
+    assert seen == ["before 0", "call 0", "before 1", "call 1", "before 2", "call 2"]
+    assert 0.001 <= seconds < 0.004  # the sleeps before each call are not in it
+
+
+def test_the_device_timer_gives_each_call_its_own_pair_when_inputs_change_between_calls():
+    device = RecordingDevice()
+    timer = DeviceTimer(device, Flush(device), clock=device.clock)
+    timer(lambda i: device.work(10e-6), 1)  # short calls: several would share a pair
+    device.log.clear()
+
+    def before(i: int) -> None:
+        device.work(1e-6)
+        device.log[-1] = "churn"
+
+    seconds = timer(lambda i: device.work(10e-6), 3, before)
+    assert seconds == pytest.approx(10e-6)
+    timed = device.log[:device.log.index("event-sync")]
+    assert timed == ["churn", "flush", "record", "call", "record"] * 3

@@ -151,6 +151,31 @@ def test_an_attempt_the_sandbox_never_started_is_no_evidence(engine):
     assert report.credited and report.reward > 0
 
 
+def test_an_unverified_speedup_earns_correctness_and_nothing_for_speed(engine):
+    a, *_ = seed(engine)
+    trusted = engine.retrieve("row softmax kernel", client="trusted")
+    engine.record_result(make_result("correct", 4.0, 1.0), episode_id=trusted.episode_id)
+    engine.record_result(make_result("correct", 1.0, 4.0), episode_id=trusted.episode_id)
+    honest = engine.record_adoption(trusted.episode_id, [Adoption(id=a, evidence="used")])
+    assert honest.reward_parts["speedup"] > 0 and honest.reward_parts["z"] == pytest.approx(0.75)
+    # The same two attempts, the faster one flagged as faster than this machine can go.
+    flagged = engine.retrieve("row softmax kernel", client="flagged")
+    engine.record_result(make_result("correct", 4.0, 1.0), episode_id=flagged.episode_id)
+    engine.record_result(make_result("correct", 1.0, 4.0, trusted=False), episode_id=flagged.episode_id)
+    report = engine.record_adoption(flagged.episode_id, [Adoption(id=a, evidence="used")])
+    assert report.credited and report.reward_parts["z"] == 0.0
+    assert report.reward_parts.get("speedup", 0.0) == 0.0  # log2(1.0): the trusted attempt's speedup only
+    assert report.reward < honest.reward
+    assert engine.get_episode(flagged.episode_id).attempt_list[1].speedup_trusted is False
+
+
+def test_an_attempt_whose_task_failed_is_no_evidence(engine):
+    a, *_ = seed(engine)
+    _, report = run_episode(engine, [a], status="task_error")
+    assert not report.credited and report.reward is None and not report.updates
+    assert engine.get_item(a).utility == 0
+
+
 def test_retrieval_logs_exactly_what_was_shown(engine):
     seed(engine, 5)
     r = engine.retrieve("row softmax kernel", k=2)

@@ -68,6 +68,10 @@ def checked(tmp_path_factory):
     _hand_written(suite, "npu_only_op", "return torch.ops.aten.relu_backward(x, x)")
     # Updates in place, inside a list argument: each side has its own inputs, refreshed in place when timed.
     _hand_written(suite, "scale_list_in_place", "return torch.cat([g.mul_(2.0) for g in x])", inputs="[[torch.randn(4)]]")
+    # Its output is the same whatever the input (a layer whose weights are zero): a constant passes.
+    _hand_written(suite, "constant_output", "return x.sum(-1, keepdim=True) * 0.0 + 1.5")
+    # Its outputs are all far under atol: zeros would pass the plain tolerance, not one relative to their scale.
+    _hand_written(suite, "tiny_outputs", "return torch.softmax(x, dim=-1)", inputs="[torch.rand(2, 393216)]")
     calls = []
     report = check_suite(list_suite(suite), fast_config(tmp), backend="cpu", jobs=2,
                          progress=lambda done, total, message: calls.append((done, total)))
@@ -83,6 +87,21 @@ def test_sound_references_are_correct_against_themselves_with_speedup_near_one(c
     assert by_id["gelu_mini"].cases == 3 and by_id["gelu_mini"].benchmark == "MultiKernelBench"
 
 
+def test_a_task_a_constant_passes_is_named_degenerate_and_tiny_outputs_are_not(checked):
+    report, _ = checked
+    by_id = {t.id: t for t in report.tasks}
+    constant = by_id["constant_output"]
+    assert constant.status == "correct" and constant.degenerate
+    assert "the same for all" in constant.degenerate or "a constant passes" in constant.degenerate
+    assert constant.nulls["constant"] == "correct"
+    assert report.summary["degenerate"] == {"constant_output": constant.degenerate}
+    tiny = by_id["tiny_outputs"]
+    assert tiny.degenerate is None and tiny.nulls == {"zeros": "incorrect", "constant": "incorrect"}
+    sound = by_id["relu_mini"]
+    assert sound.degenerate is None and set(sound.nulls.values()) == {"incorrect"}
+    assert {v["name"] for v in sound.variants} >= {"odd", "small"}
+
+
 def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checked):
     report, _ = checked
     by_id = {t.id: t for t in report.tasks}
@@ -95,7 +114,7 @@ def test_tasks_that_cannot_run_here_say_why_and_are_left_out_of_the_share(checke
     assert (unsupported.status, unsupported.cause) == ("cannot_run", "unsupported on this backend")
     assert unsupported.detail == "this torch has no operator aten.relu_backward"
     summary = report.summary
-    assert summary["tasks"] == 10 and summary["runnable"] == 7
+    assert summary["tasks"] == 12 and summary["runnable"] == 9
     assert summary["cannot_run"]["needs NPU"] == ["rotary_mini"]
     assert summary["cannot_run"]["unsupported on this backend"] == ["npu_only_op"]
 

@@ -15,7 +15,8 @@ export function statusText(summary: ResultSummary | null | undefined): StatusTex
     }
     const r = summary.result;
     const icon = r.correct ? '$(check)' : '$(error)';
-    const headline = r.correct && r.speedup != null ? `${r.speedup.toFixed(2)}x` : r.status.replace('_', ' ');
+    const unverified = r.speedup_trusted === false ? ' (unverified)' : '';
+    const headline = r.correct && r.speedup != null ? `${r.speedup.toFixed(2)}x${unverified}` : r.status.replace('_', ' ');
     const stale = summary.stale ? ' $(history)' : '';
     const where = r.profile?.summary ? `\nWhere the time goes: ${r.profile.summary}` : '';
     return { text: `${icon} SAGE ${headline}${stale}`, tooltip: summary.summary + where };

@@ -104,6 +104,9 @@ export interface EvalResult {
     candidate_hash: string;
     correct: boolean;
     speedup?: number | null;
+    /** False: the speedup is unverified (not credited); `speedup_note` says why. */
+    speedup_trusted?: boolean | null;
+    speedup_note?: string | null;
     max_abs_error?: number | null;
     attempt_id?: number | null;
     episode_id?: number | null;

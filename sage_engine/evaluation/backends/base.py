@@ -44,8 +44,9 @@ from sage_engine.evaluation.host.pool import WorkerPool
 from sage_engine.evaluation.backends import limits as measured_limits
 from sage_engine.evaluation.backends.ncu import with_ncu
 from sage_engine.evaluation.host import roofline
+from sage_engine.evaluation.host.variants import variants_for
 from sage_engine.evaluation.protocol import (MAX_TASKS, BuildSpec, Event, Limits, Outcome, ProfileOptions,
-                                             Progress as ProgressEvent, Request, TimingOptions)
+                                             Progress as ProgressEvent, Request, TimingOptions, VerdictOptions)
 from sage_engine.evaluation.tasks import Task
 from sage_engine.models import BackendStatus, Diagnostic, EvalResult, MachineLimits
 
@@ -133,8 +134,12 @@ class SandboxBackend(Backend):
 
     def timing_options(self) -> TimingOptions | None:
         c = self.config
+        # Times that say nothing of a device get a short wall of their own:
+        # running past it never turns a correct kernel into a timeout.
+        wall = None if self.timing_representative else c.unrepresentative_timing_s
         return TimingOptions(timer=self.timer, warmup=c.timing_warmup, min_reps=c.timing_min_reps,
-                             max_reps=c.timing_max_reps, budget_s=c.timing_budget_s, precision=c.timing_precision)
+                             max_reps=c.timing_max_reps, budget_s=c.timing_budget_s, precision=c.timing_precision,
+                             wall_s=wall)
 
     def profile_options(self) -> ProfileOptions | None:
         """Profile where the time goes after timing, where timing means something."""
@@ -192,11 +197,17 @@ class SandboxBackend(Backend):
 
     def build_request(self, task: Task, source: str, trials: int) -> Request:
         c = self.config
+        spec = task.spec()
+        if c.shape_variants:
+            spec = dataclasses.replace(spec, variants=variants_for(task, c.edge_scale))
         return Request(
-            token=secrets.token_hex(16), task=task.spec(), timeout_s=c.eval_timeout_s, limits=self.limits(),
+            token=secrets.token_hex(16), task=spec, timeout_s=c.eval_timeout_s, limits=self.limits(),
             candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
             device=self.device, timing=self.timing_options(), env=self.child_env(task, source), runner=self.runner,
             candidate_hook=self.candidate_hook, build=self.build_spec(source), profile=self.profile_options(),
+            seed=c.eval_seed if c.eval_seed is not None else secrets.randbits(31),
+            verdict=VerdictOptions(small_output_factor=c.small_output_factor, stale_checks=c.stale_checks,
+                                   stale_changes=c.stale_changes, churn_swaps=c.churn_swaps),
         )
 
     def limits(self) -> Limits:
@@ -218,7 +229,8 @@ class SandboxBackend(Backend):
         return BuildSpec(key=f"{self.build_namespace}/{own}", cache=str(cache), vars=self.build_vars())
 
     def progress_steps(self, task: Task) -> int:
-        return 2 + len(task.case_rows) + (1 if self.timing_options() else 0)
+        variants = len(variants_for(task, self.config.edge_scale)) if self.config.shape_variants else 0
+        return 2 + len(task.case_rows) + variants + (1 if self.timing_options() else 0)
 
     def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay",
                     cancel: threading.Event | None = None) -> tuple[EvalResult, Any]:
@@ -229,9 +241,10 @@ class SandboxBackend(Backend):
         early = self.static_check(task, source)
         if early is not None:
             return early, None
-        outcome = self.pool.run(self.build_request(task, source, trials), self.launch_for(task), report.on_event, cancel)
+        request = self.build_request(task, source, trials)
+        outcome = self.pool.run(request, self.launch_for(task), report.on_event, cancel)
         result = results.from_outcome(
-            outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
+            outcome, base={**self.base_fields(task, source), "seed": request.seed}, timeout_s=self.config.eval_timeout_s,
             max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
             suspicious_speedup=self.config.suspicious_speedup, last_progress=report.last_message,
             **self.judging(outcome, report),

@@ -20,14 +20,27 @@ import importlib.util
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation import diagnostics, wire
-from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
 from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
+
+
+@dataclass
+class Case:
+    """The case or shape variant the candidate process is checking."""
+
+    index: int
+    module: Any
+    variant: str = ""
+    at: str = ""  # a variant's input shapes
+    model: Any = None
+    values: list[Any] = field(default_factory=list)
 
 
 class CandidateSide(Side):
@@ -41,11 +54,12 @@ class CandidateSide(Side):
         # A backend's code around the candidate's run: `extras()` after each trial, `finish(event)` at the end.
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
         self.receiver = InputReceiver(self.torch, channels.shared, self.device)
+        self.declared_at = ""  # the first declared case's input shapes, as messages name them
 
     # -- stages
 
     def main(self) -> None:
-        n_cases = len(self.task.cases)
+        n_cases = len(self.task.cases) + len(self.task.variants)
         total = 2 + n_cases + (1 if self.req.timing else 0)
         threads_before = thread_count()
         self.snapshot = guards.torch_snapshot(self.torch, self.device.type)
@@ -54,9 +68,7 @@ class CandidateSide(Side):
             model_new = self.load_candidate()
             self.check_patches("loading the candidate")
             start = time.perf_counter()
-            for index, case in enumerate(self.task.cases):
-                self.emit.progress(2 + index, total, f"checking case {index + 1}/{n_cases}")
-                self.run_case(index, case, model_new)
+            self.run_cases(model_new, total)
             self.phases["candidate_correctness"] = time.perf_counter() - start
             self.phases["candidate_calls"] = self.call_s
         except Failure as failure:
@@ -72,48 +84,14 @@ class CandidateSide(Side):
         return self.hook.finish(event) if self.hook is not None else event
 
     def load_candidate(self) -> type:
-        source = self.req.candidate_source
-        Path(self.cand_path).write_text(source, encoding="utf-8")
         start = time.perf_counter()
-        spec = importlib.util.spec_from_file_location("candidate", self.cand_path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["candidate"] = module
         try:
-            spec.loader.exec_module(module)
-        except SyntaxError as exc:
-            raise Failure("compile_error", f"SyntaxError: {exc.msg}", [diagnostics.from_syntax_error(exc)])
-        except BaseException as exc:
-            text = str(exc)
-            if "Error building extension" in text or "error:" in text and "ninja" in text:
-                frames = diagnostics.candidate_frames(exc, self.cand_path)
-                fallback = frames[-1].lineno if frames else None
-                diags = diagnostics.compiler_errors(text, source, fallback_line=fallback)
-                if not diags:
-                    diags = [diagnostics.diagnostic("cpp", diagnostics.exception_text(exc), line=fallback)]
-                raise Failure("compile_error", "C++ extension build failed: " + diags[0]["message"], diags)
-            category = "import" if isinstance(exc, ImportError) else "module"
-            diag = diagnostics.from_exception(exc, category, self.cand_path)
-            raise Failure("compile_error", f"loading the candidate raised {diagnostics.exception_text(exc)}", [diag])
+            return load_model_new(self.req.candidate_source, self.cand_path)
         finally:
             self.phases["import"] = time.perf_counter() - start
-        cls = getattr(module, "ModelNew", None)
-        if not isinstance(cls, type):
-            raise Failure(
-                "compile_error", "the candidate defines no class ModelNew",
-                [diagnostics.diagnostic("interface", "define `class ModelNew(nn.Module)` with the reference's "
-                                        "constructor and forward signature")],
-            )
-        return cls
 
     def candidate_failure(self, exc: BaseException, what: str) -> Failure:
-        oom = diagnostics.out_of_memory(exc)
-        diag = diagnostics.from_exception(exc, "memory" if oom else "runtime", self.cand_path)
-        message = f"{what} raised {diagnostics.exception_text(exc)}"
-        if oom == "host":
-            note = diagnostics.memory_cap_note(self.req.limits.memory_mb)
-            message += note
-            diag["message"] = (diag["message"] + note)[:diagnostics.MAX_MESSAGE]
-        return Failure("runtime_error", message, [diag])
+        return candidate_failure(exc, what, self.cand_path, self.req.limits.memory_mb)
 
     def check_patches(self, when: str) -> None:
         names = guards.patched(self.torch, self.snapshot, self.device.type)
@@ -122,65 +100,119 @@ class CandidateSide(Side):
             raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
                           [diagnostics.diagnostic("cheat", f"monkeypatched torch: {shown}")])
 
-    def run_case(self, index: int, case: dict[str, Any], model_new: type) -> None:
+    def run_cases(self, model_new: type, total: int) -> None:
+        """Every case and shape variant the reference process sends, in its
+        order: each case's first header brings its row (a variant's, its
+        name), the trials' inputs follow, and `end` closes the checks."""
+        case: Case | None = None
+        while True:
+            header = self.next_header()
+            if header.get("end"):
+                break
+            if header.get("trial") == 0 or case is None:
+                if case is not None:
+                    self.finish_case(case)
+                case = self.start_case(header, model_new)
+                what = f"checking {case.variant} sizes" if case.variant else \
+                    f"checking case {case.index + 1}/{len(self.task.cases)}"
+                self.emit.progress(2 + case.index, total, what)
+            self.run_trial(case, header)
+        if case is not None:
+            self.finish_case(case)
+
+    def start_case(self, header: dict[str, Any], model_new: type) -> "Case":
         torch = self.torch
-        module = self.load_reference(case)
-        # Seeded: the two processes have drawn different numbers before (inputs, earlier cases).
-        self.reseed(self.task.seed)
-        init = self.task_call("get_init_inputs()", module.get_init_inputs)
-        self.reseed(self.task.seed)
+        row = header.get("row")
+        if not isinstance(row, dict):
+            raise Failure("runtime_error", "the reference process's first inputs of a case came without its row",
+                          [diagnostics.diagnostic("harness", "inputs header without a row")])
+        case = Case(int(header["case"]), self.load_reference(row), str(header.get("variant") or ""),
+                    str(header.get("at") or ""))
+        seed = int(header.get("model_seed", self.req.seed))
+        # Seeded as the reference seeds its Model: the same parameters.
+        self.reseed(seed)
+        init = self.task_call("get_init_inputs()", case.module.get_init_inputs)
+        self.reseed(seed)
         try:
             with torch.no_grad():
-                model = model_new(*init)
-            if isinstance(model, torch.nn.Module):
-                model = model.to(self.device)
+                case.model = model_new(*init)
+            if isinstance(case.model, torch.nn.Module):
+                case.model = case.model.to(self.device)
         except BaseException as exc:
-            raise self.candidate_failure(exc, "ModelNew(*get_init_inputs())")
-        values: list[Any] = []
-        for trial in range(self.trials):
-            # Later trials bring new values in the same tensors (on the host the
-            # same shared memory, rewritten by the reference): a candidate that
-            # memoises on tensor identity then returns stale outputs.
-            fresh = self.receive_inputs(module, case=index, trial=trial)
-            if not values or not _same_layout(values, fresh, torch):
-                values = fresh
-            else:
-                with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
-                    values = self.refreshed(values, fresh)
-            pristine = self.clone(values)
-            try:
-                with torch.no_grad():
-                    raw = self.forward(model, values)
-            except BaseException as exc:
-                raise self.candidate_failure(exc, "ModelNew.forward")
-            self.send(index, trial, correctness.as_output_list(raw), values, pristine)
-            if self.hook is not None:
-                self.emit.send(Extras(fields=self.hook.extras()))
+            raise self.variant_failure(case, self.candidate_failure(exc, "ModelNew(*get_init_inputs())"))
+        return case
+
+    def run_trial(self, case: "Case", header: dict[str, Any]) -> None:
+        torch = self.torch
+        trial = header.get("trial")
+        # Later trials bring new values in the same tensors (on the host the
+        # same shared memory, rewritten by the reference): a candidate that
+        # memoises on tensor identity then returns stale outputs.
+        fresh = self.header_values(case.module, header)
+        if not case.values or not _same_layout(case.values, fresh, torch):
+            case.values = fresh
+        else:
+            with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
+                case.values = self.refreshed(case.values, fresh)
+        if not case.variant and not self.declared_at:
+            self.declared_at = changes.shapes(case.values)
+        pristine = self.clone(case.values)
+        try:
+            with torch.no_grad():
+                raw = self.forward(case.model, case.values)
+        except BaseException as exc:
+            raise self.variant_failure(case, self.candidate_failure(exc, "ModelNew.forward"))
+        self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
+        if self.hook is not None:
+            self.emit.send(Extras(fields=self.hook.extras()))
+
+    def finish_case(self, case: "Case") -> None:
         # Once a case, not a trial: the reference process, which never loads the
         # candidate, is what patches cannot reach; this is early, friendly feedback.
         self.check_patches("ModelNew.forward")
+        if case.variant:
+            return  # timing stays on the declared cases
+        values = case.values
         if self.device.type == "cpu":
             # Timed on memory of its own, as the reference is: shared pages may
             # not get the huge pages the reference's private memory gets.
-            values = [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+            values = [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, self.torch.Tensor) else v
                       for v in values]
-        self.keep_largest(index, module, model, values)
+        self.keep_largest(case.index, case.module, case.model, values)
 
-    def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
-        """The inputs the reference process made for this trial, on the device:
-        this process's copy, in memory the reference shares (`child/inputs.py`)."""
+    def variant_failure(self, case: "Case", failure: Failure) -> Failure:
+        """A failure at sizes the kernel was not written for: `incorrect`, naming them."""
+        if not case.variant:
+            return failure
+        return Failure("incorrect", f"correct at {self.declared_at}, fails at {case.at} ({case.variant}): "
+                       f"{changes.variant_hint(case.variant)} {failure.message}", failure.diags)
+
+    def next_header(self) -> dict[str, Any]:
         try:
-            header = wire.read_header(self.ch.inputs)
+            return wire.read_header(self.ch.inputs)
+        except wire.ProtocolError as exc:
+            raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
+                          [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
+
+    def header_values(self, module: Any, header: dict[str, Any]) -> list[Any]:
+        """The inputs a header describes, on the device: this process's copy,
+        in memory the reference shares (`child/inputs.py`)."""
+        try:
             values = self.receiver.values(header)
         except wire.ProtocolError as exc:
             raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
                           [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
-        if any(header.get(k) != v for k, v in expected.items()):
-            raise Failure("runtime_error", f"expected the inputs of {expected}, got {header.get('case')!r}/"
-                          f"{header.get('trial')!r}", [diagnostics.diagnostic("harness", "inputs out of order")])
         if values is None:  # not plain tensors and numbers: made here, from the same seed
             return self.inputs(module, int(header["seed"]))
         return self.on_device(values)
+
+    def receive_inputs(self, module: Any, **expected: Any) -> list[Any]:
+        """The next inputs, which must be those of `expected` (case, trial)."""
+        header = self.next_header()
+        if any(header.get(k) != v for k, v in expected.items()):
+            raise Failure("runtime_error", f"expected the inputs of {expected}, got {header.get('case')!r}/"
+                          f"{header.get('trial')!r}", [diagnostics.diagnostic("harness", "inputs out of order")])
+        return self.header_values(module, header)
 
     def send(self, index: int, trial: Any, outputs: list[Any], values: list[Any] | None, pristine: list[Any] | None) -> None:
         """One value frame to the reference process."""
@@ -244,6 +276,7 @@ class CandidateSide(Side):
                     timed.inputs = self.refreshed(timed.inputs, fresh)
             else:
                 timed.inputs = list(fresh)
+                self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
             self.keep_first = True
             return "ok"
         if verb == "check":
@@ -276,3 +309,48 @@ def _same_layout(a: list[Any], b: list[Any], torch: Any) -> bool:
         if isinstance(x, torch.Tensor) and (x.shape != y.shape or x.dtype != y.dtype or x.device != y.device):
             return False
     return True
+
+
+def load_model_new(source: str, path: str) -> type:
+    """The candidate module's ModelNew, loaded from `path`; a Failure
+    (`compile_error`) with the candidate's lines when it cannot be."""
+    Path(path).write_text(source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("candidate", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise Failure("compile_error", f"SyntaxError: {exc.msg}", [diagnostics.from_syntax_error(exc)])
+    except BaseException as exc:
+        text = str(exc)
+        if "Error building extension" in text or "error:" in text and "ninja" in text:
+            frames = diagnostics.candidate_frames(exc, path)
+            fallback = frames[-1].lineno if frames else None
+            diags = diagnostics.compiler_errors(text, source, fallback_line=fallback)
+            if not diags:
+                diags = [diagnostics.diagnostic("cpp", diagnostics.exception_text(exc), line=fallback)]
+            raise Failure("compile_error", "C++ extension build failed: " + diags[0]["message"], diags)
+        category = "import" if isinstance(exc, ImportError) else "module"
+        diag = diagnostics.from_exception(exc, category, path)
+        raise Failure("compile_error", f"loading the candidate raised {diagnostics.exception_text(exc)}", [diag])
+    cls = getattr(module, "ModelNew", None)
+    if not isinstance(cls, type):
+        raise Failure(
+            "compile_error", "the candidate defines no class ModelNew",
+            [diagnostics.diagnostic("interface", "define `class ModelNew(nn.Module)` with the reference's "
+                                    "constructor and forward signature")],
+        )
+    return cls
+
+
+def candidate_failure(exc: BaseException, what: str, path: str, memory_mb: int) -> Failure:
+    """The `runtime_error` for an exception the candidate's code raised."""
+    oom = diagnostics.out_of_memory(exc)
+    diag = diagnostics.from_exception(exc, "memory" if oom else "runtime", path)
+    message = f"{what} raised {diagnostics.exception_text(exc)}"
+    if oom == "host":
+        note = diagnostics.memory_cap_note(memory_mb)
+        message += note
+        diag["message"] = (diag["message"] + note)[:diagnostics.MAX_MESSAGE]
+    return Failure("runtime_error", message, [diag])

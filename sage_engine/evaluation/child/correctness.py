@@ -9,6 +9,12 @@ Tolerance modes:
 - npukernelbench: an element fails only if abs err > atol AND
   rel err > rtol, rel = abs / (|r| + 1e-7); 1e-3/1e-3 for floats.
 A task may override atol/rtol per dtype in either mode.
+
+Outputs small against the absolute tolerance (their largest magnitude at
+most `small_output_factor` x atol) would let a kernel that computes nothing
+pass: zeros are within atol of every element of a softmax over 393216
+values. Those are compared relative to their own scale instead: atol becomes
+rtol x the output's largest magnitude, and the Comparison says so (`scale`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ class Comparison:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str = ""
+    scale: float | None = None  # set when compared relative to the output's scale: its largest magnitude
+    atol: float | None = None  # the absolute tolerance that applied then
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -78,23 +86,54 @@ def as_output_list(value: Any) -> list[Any]:
 
 
 def compare_outputs(
-    reference: list[Any], candidate: list[Any], *, mode: str, override: dict | None = None
+    reference: list[Any], candidate: list[Any], *, mode: str, override: dict | None = None,
+    small_output_factor: float = 0.0,
 ) -> Comparison:
-    """Compare flattened outputs; the message names the first output that fails."""
+    """Compare flattened outputs; the message names the first output that
+    fails. `scale` is the smallest scale any output was compared against."""
     if len(reference) != len(candidate):
         return Comparison(False, message=f"expected {len(reference)} output(s), got {len(candidate)}")
     worst_abs = worst_rel = 0.0
+    scale = atol = None
     for i, (ref, cand) in enumerate(zip(reference, candidate)):
         label = f"output {i}" if len(reference) > 1 else "output"
-        result = compare_one(ref, cand, mode=mode, override=override, label=label)
+        result = compare_one(ref, cand, mode=mode, override=override, label=label,
+                             small_output_factor=small_output_factor)
         if not result.ok:
             return result
         worst_abs = max(worst_abs, result.max_abs_error or 0.0)
         worst_rel = max(worst_rel, result.max_rel_error or 0.0)
-    return Comparison(True, worst_abs, worst_rel, "")
+        if result.scale is not None and (scale is None or result.scale < scale):
+            scale, atol = result.scale, result.atol
+    return Comparison(True, worst_abs, worst_rel, "", scale, atol)
 
 
-def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None, label: str = "output") -> Comparison:
+def output_scale(r: Any) -> float:
+    """The largest finite magnitude of a floating tensor (0.0 when it has none)."""
+    import torch
+
+    # Two reductions and no copy in the common case (a 6 GiB output stays one).
+    top, bottom = float(r.max()), float(r.min())
+    if math.isfinite(top) and math.isfinite(bottom):
+        return max(abs(top), abs(bottom))
+    magnitude = r.abs()
+    magnitude = torch.where(torch.isfinite(magnitude), magnitude, torch.zeros_like(magnitude))
+    return float(magnitude.max())
+
+
+def scaled_atol(r: Any, atol: float, rtol: float, factor: float) -> tuple[float, float | None]:
+    """(atol, scale): atol, or rtol x the output's scale where that scale is
+    at most `factor` x atol (an all-zero output keeps atol: nothing to scale by)."""
+    if factor <= 0:
+        return atol, None
+    scale = output_scale(r)
+    if 0.0 < scale <= factor * atol:
+        return rtol * scale, scale
+    return atol, None
+
+
+def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None, label: str = "output",
+                small_output_factor: float = 0.0) -> Comparison:
     import torch
 
     if not isinstance(ref, torch.Tensor):
@@ -126,9 +165,10 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
     if r.is_complex():
         r, c = torch.view_as_real(r), torch.view_as_real(c)
     atol, rtol = tol
+    atol, scale = scaled_atol(r, atol, rtol, small_output_factor)
     fast = _fast_pass(r, c, atol, rtol, mode)
     if fast is not None:
-        return fast
+        return Comparison(True, fast.max_abs_error, fast.max_rel_error, "", scale, atol if scale else None)
     r64, c64 = r.to(torch.float64), c.to(torch.float64)
     r_fin, c_fin = torch.isfinite(r64), torch.isfinite(c64)
     # Same non-finite value in both (nan and nan, inf and inf) counts as a match.
@@ -144,7 +184,7 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
     bad = bad | nonfinite_bad
     max_abs, max_rel = float(abs_err.max()), float(rel_err.max())
     if not bool(bad.any()):
-        return Comparison(True, max_abs, max_rel)
+        return Comparison(True, max_abs, max_rel, "", scale, atol if scale else None)
     idx = _first_index(bad)
     n_bad = int(bad.sum())
     if bool(nonfinite_bad.any()):
@@ -152,10 +192,13 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
         what = f"non-finite value {_item(c, idx)} where the reference has {_item(r, idx)}"
     else:
         what = f"got {_item(c, idx)}, expected {_item(r, idx)}"
+    relative = (f", atol relative to the output's scale: its largest magnitude {scale:.3g} is at most "
+                f"{small_output_factor:g}x the usual atol" if scale else "")
     return Comparison(
         False, max_abs, max_rel,
         f"{label}: {n_bad} of {r.numel()} elements exceed tolerance (atol={atol:g}, rtol={rtol:g}, "
-        f"{mode}); first at index {idx}: {what}; max abs error {max_abs:.3g}, max rel error {max_rel:.3g}",
+        f"{mode}{relative}); first at index {idx}: {what}; max abs error {max_abs:.3g}, max rel error {max_rel:.3g}",
+        scale, atol if scale else None,
     )
 
 
@@ -215,6 +258,19 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 def _item(t: Any, idx: tuple[int, ...]) -> str:
     v = t[idx] if idx else t
     return f"{v.item():.6g}" if v.is_floating_point() else str(v.item())
+
+
+def all_finite(values: list[Any]) -> bool:
+    """No NaN or infinity in any floating output."""
+    import torch
+
+    for v in values:
+        if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()):
+            if not bool(torch.isfinite(v).all()):
+                return False
+        elif isinstance(v, float) and not math.isfinite(v):
+            return False
+    return True
 
 
 def same_values(a: list[Any], b: list[Any]) -> bool:

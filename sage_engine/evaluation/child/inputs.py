@@ -100,12 +100,18 @@ class InputSender:
         self.shared_bytes = 0  # what was written into the candidate's copies (shared memory, or by IPC)
         self.placed = 0  # bytes of the shared file in use: what the candidate may map beyond its memory cap
 
-    def send(self, values: list[Any], *, seed: int, case: int, trial: Any) -> None:
+    def send(self, values: list[Any], *, seed: int, case: int, trial: Any, **extra: Any) -> None:
+        """A trial's inputs; `extra` goes in the header (a case's first trial
+        carries its row and, for a shape variant, the variant's name)."""
         header = self.place(values, case)
         if header is None:
             # Not plain tensors and numbers: the candidate makes its own from the seed.
             header = {"fallback": "inputs that cannot be shared", "seed": seed}
-        self.pipe_bytes += wire.write_frame(self.pipe, {"case": case, "trial": trial, **header}, [])
+        self.pipe_bytes += wire.write_frame(self.pipe, {"case": case, "trial": trial, **extra, **header}, [])
+
+    def end(self) -> None:
+        """No more cases: the candidate's correctness checks are over."""
+        self.pipe_bytes += wire.write_frame(self.pipe, {"end": True}, [])
 
     def place(self, values: list[Any], case: Any) -> dict[str, Any] | None:
         """Writes a trial's values into the case's slots; the header's values, or None when they cannot be shared."""

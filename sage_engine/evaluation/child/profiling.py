@@ -191,8 +191,38 @@ def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_fl
             flops = {k: float(v) for k, v in counter.flops.items() if v}
         except Exception as exc:  # noqa: BLE001 - a reference that cannot run under the counter
             note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
-    tensors = list(flat_tensors(values)) + list(flat_tensors(correctness.as_output_list(out)))
+    outputs = correctness.as_output_list(out)
+    unused = unused_inputs(model, values, outputs)
+    if unused:
+        note = "; ".join(filter(None, [note, f"input(s) {', '.join(map(str, unused))} do not change the output: "
+                                              "their bytes are not counted"]))
+    used = [v for i, v in enumerate(values) if i not in unused]
+    tensors = list(flat_tensors(used)) + list(flat_tensors(outputs))
     return Work(bytes=distinct_bytes(tensors), flops=flops, note=note)
+
+
+def unused_inputs(model: Any, values: list[Any], outputs: list[Any]) -> list[int]:
+    """Tensor inputs the output does not depend on: with every value of one
+    changed, the output is the same to the bit. A kernel need not read them,
+    so their bytes are no floor on its time. Any doubt (a forward that
+    raises on the changed values, or whose output changes anyway) counts
+    the input as used."""
+    import torch
+
+    unused = []
+    for i, v in enumerate(values):
+        if type(v) is not torch.Tensor or v.numel() == 0 or v.is_sparse:
+            continue
+        changed = ~v if v.dtype == torch.bool else v + 1
+        trial = [changed if j == i else x for j, x in enumerate(values)]
+        try:
+            with torch.no_grad():
+                again = correctness.as_output_list(model(*trial))
+        except Exception:  # noqa: BLE001 - values this input may not take: it is used
+            continue
+        if correctness.same_values(outputs, again):
+            unused.append(i)
+    return unused
 
 
 def flat_tensors(values: Any) -> Iterator[Any]:

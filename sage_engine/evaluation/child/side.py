@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sage_engine.evaluation import diagnostics, timing, wire
-from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.processes import scrub_environ
 from sage_engine.evaluation.protocol import Event, Fail, Progress, Request, event_line
 
@@ -168,6 +168,8 @@ class Side:
         self.call_s = 0.0
         self.slowest = 0.0  # the longest single call: bounds how long a timed call may take
         self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
+        self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
+        self.churn_s = 0.0  # host seconds the last batch's changes took
 
     # -- the task's module
 
@@ -179,10 +181,14 @@ class Side:
         try:
             exec(code, module.__dict__)
         except BaseException as exc:
-            raise Failure("runtime_error", f"the reference failed to load: {diagnostics.exception_text(exc)}",
+            raise Failure("task_error", f"the task's reference failed to load: {diagnostics.exception_text(exc)}; "
+                          "the task is at fault, not the candidate",
                           [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
         for key, value in case.items():
-            module.__dict__[key] = self.case_value(value)
+            value = self.case_value(value)
+            if isinstance(module.__dict__.get(key), tuple) and isinstance(value, list):
+                value = tuple(value)  # a shape constant a variant set: JSON brings it as a list
+            module.__dict__[key] = value
         return module
 
     def case_value(self, value: Any) -> Any:
@@ -202,7 +208,10 @@ class Side:
         text = diagnostics.exception_text(exc)
         if diagnostics.out_of_memory(exc) == "host":
             text += diagnostics.memory_cap_note(self.req.limits.memory_mb)
-        return Failure("runtime_error", f"{what}: {text}", [diagnostics.diagnostic("reference", text)])
+        # The task's own code failed: its fault, not the candidate's (from the
+        # candidate's process the worker reports it as the candidate's failure).
+        return Failure("task_error", f"{what}: {text}; the task is at fault, not the candidate (it cannot run here "
+                       "as written)", [diagnostics.diagnostic("reference", text)])
 
     def reseed(self, seed: int) -> None:
         """Seed what this side draws from. On the CPU only the CPU generator:
@@ -276,6 +285,16 @@ class Side:
             raise wire.ProtocolError("a timing command in an evaluation that is not timed")
         model, values = timed.model, timed.inputs
         keep, self.keep_first = self.keep_first, False
+        if self.churn is None:
+            self.churn = changes.Churn(self.torch, values, self.req.verdict.churn_swaps)
+        if keep:
+            self.churn.hold()  # the checked call runs on the inputs as the reference sent them
+        churn, clock = self.churn, timing.host_clock
+
+        def before(i: int) -> None:
+            start = clock()
+            churn(i)
+            self.churn_s += clock() - start
 
         def call(i: int) -> None:
             out = model(*values)
@@ -285,8 +304,9 @@ class Side:
                 self.last_first = [v.clone() if isinstance(v, self.torch.Tensor) else v
                                    for v in correctness.as_output_list(out)] if keep else out
 
+        self.churn_s = 0.0
         with self.torch.no_grad():
-            seconds = self.timer(call, n)
+            seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         return seconds
 
@@ -299,9 +319,13 @@ class Side:
             fastest = min(self.timed_batch(1) for _ in range(max(1, int(arg))))
             return f"ok {fastest!r}"
         if verb == "rep":
-            seconds = self.timed_batch(int(arg))
-            # Said with every reply once a call left device work on another stream.
-            return f"ok {seconds!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
+            n = int(arg)
+            seconds = self.timed_batch(n)
+            # The host time the inputs' changes took between calls (outside the
+            # timed intervals, inside the worker's clock), and, once a call left
+            # device work on another stream, that.
+            return f"ok {seconds!r} churn {self.churn_s / n!r}" + (
+                " all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
         if verb == "profile-kernels":

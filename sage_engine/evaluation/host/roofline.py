@@ -12,11 +12,18 @@ medians timing measured (never re-timed) and this host's calibrated limits.
   at the measured limits than its launches cost (launches x the measured
   cost of one smallest op): no resource can be the limit of a call that
   small; otherwise memory or compute, whichever share is larger;
-- physics: a candidate whose median implies more than `bandwidth_slack`
-  times the bandwidth, or more than `flops_slack` times the matmul peak, is
-  impossible whatever its speedup, unless the reference's own median does
-  too (then the count, not the candidate, is off: the task moves less than
-  its tensors hold).
+- physics, two different findings:
+  - a candidate whose median implies more than `bandwidth_slack` times the
+    bandwidth for the bytes its output depends on (inputs whose change
+    changes the output, and the outputs) is impossible: it did not read its
+    inputs (or write its outputs) once. Its speedup earns no credit. Unless
+    the reference's own median does too: then the count, not the
+    candidate, is off (the task moves less than its tensors hold);
+  - a candidate whose median is below what the reference's FLOPs need at
+    `flops_slack` times the matmul peak does fewer FLOPs than the
+    reference. That is an algebraic shortcut (a diagonal matmul done as a
+    row scale), not a cheat: it read every byte, and its outputs were
+    checked on inputs it never saw before. Said, and credited.
 """
 
 from __future__ import annotations
@@ -74,14 +81,16 @@ def peak_seconds(limits: MachineLimits, flops: dict[str, float]) -> tuple[float,
     return (seconds, unmeasured) if seconds > 0 else None
 
 
-def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None) -> str | None:
+def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None, *, compute: bool = True) -> str | None:
     """Latency when the work needs less time at the limits than the side's
-    launches cost; else the resource whose share is larger."""
+    launches cost; else the resource whose share is larger (memory alone for
+    a side that does fewer FLOPs than counted: `compute=False`)."""
     if ideal_s is None:
         return None
     if launch_s is not None and ideal_s < max(1.0, side.launches) * launch_s:
         return "latency"
-    return "memory" if (side.bandwidth_share or 0.0) >= (side.compute_share or 0.0) else "compute"
+    compute_share = (side.compute_share or 0.0) if compute else 0.0
+    return "memory" if (side.bandwidth_share or 0.0) >= compute_share else "compute"
 
 
 def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, limits: MachineLimits | None,
@@ -123,6 +132,11 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
                       peak_gbps=peak_gbps, peak_flops=total_flops / at_peak[0] if at_peak else None,
                       bound=cand.bound, notes=notes)
     profile.impossible = impossible(profile, rules)
+    profile.fewer_flops = fewer_flops(profile, rules)
+    if profile.fewer_flops:
+        # Its own work is its bytes: the reference's FLOPs say nothing of its bound.
+        ideal_s = nbytes / (peak_gbps * 1e9) if nbytes and peak_gbps else 0.0
+        cand.bound = profile.bound = bound(cand, ideal_s, launch_s, compute=False)
     profile.own_kernels = own_kernels(report)
     profile.summary = summary(profile, candidate_ms, ideal_s, launch_s)
     return profile
@@ -141,25 +155,30 @@ def side_model(found: SideReport | None, nbytes: int | None, flops: float | None
 
 
 def impossible(profile: Profile, rules: Rules) -> str | None:
-    """Why the candidate's median is faster than this machine can go, or None."""
+    """Why the candidate's median is faster than reading its inputs allows here, or None."""
     ref, cand = profile.reference, profile.candidate
-    if cand.bandwidth_share is not None and cand.bandwidth_share > rules.bandwidth_slack:
-        if ref.bandwidth_share is not None and ref.bandwidth_share > rules.bandwidth_slack:
-            profile.notes.append("the reference itself exceeds the measured bandwidth: this task moves fewer bytes "
-                                 "than its tensors hold, so bandwidth proves nothing here")
-        else:
-            return (f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
-                    f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
-                    "it cannot have read every input byte and written every output byte once (it skips work, or "
-                    "the task lets it leave part of its inputs unread)")
-    if cand.compute_share is not None and cand.compute_share > rules.flops_slack:
-        if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
-            profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
-        else:
-            return (f"its time implies {cand.achieved_flops / 1e9:.1f} GFLOP/s, {cand.compute_share:.1f}x the "
-                    f"measured matmul peak ({profile.peak_flops / 1e9:.1f} GFLOP/s): it does not do the reference's "
-                    "matrix work (an algebraic shortcut, or skipped work)")
-    return None
+    if cand.bandwidth_share is None or cand.bandwidth_share <= rules.bandwidth_slack:
+        return None
+    if ref.bandwidth_share is not None and ref.bandwidth_share > rules.bandwidth_slack:
+        profile.notes.append("the reference itself exceeds the measured bandwidth: this task moves fewer bytes "
+                             "than its tensors hold, so bandwidth proves nothing here")
+        return None
+    return (f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
+            f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
+            "it cannot have read every input byte its output depends on and written every output byte once")
+
+
+def fewer_flops(profile: Profile, rules: Rules) -> str | None:
+    """Why the candidate does less arithmetic than the reference, or None."""
+    ref, cand = profile.reference, profile.candidate
+    if cand.compute_share is None or cand.compute_share <= rules.flops_slack:
+        return None
+    if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
+        profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
+        return None
+    return (f"its time is {cand.compute_share:.1f}x faster than the reference's {profile.flops / 1e9:.3g} GFLOP need "
+            f"at the measured matmul peak ({profile.peak_flops / 1e9:.1f} GFLOP/s): it does less arithmetic than "
+            "the reference (an algebraic shortcut)")
 
 
 def own_kernels(report: ProfileReport) -> bool | None:
@@ -195,6 +214,8 @@ def summary(profile: Profile, candidate_ms: float, ideal_s: float | None, launch
     parts = [head]
     if profile.impossible:
         parts = [f"impossible: {profile.impossible}"]
+    elif profile.fewer_flops:
+        parts.append(f"fewer FLOPs than the reference: {profile.fewer_flops}")
     counts = kernel_counts(profile)
     if counts:
         parts.append(counts)

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sage_engine.evaluation.protocol.reports import CaseRow, Outcome
+from sage_engine.evaluation.protocol.reports import CaseRow, Judgement, Outcome, judgement
 from sage_engine.evaluation.protocol.request import build, plain
 from sage_engine.evaluation.wire import ProtocolError
 
@@ -95,6 +95,7 @@ class ReferenceDone(Event):
     slowest_call: float = 0.0
     phases: dict[str, float] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)  # how they crossed: via, shared_bytes, pipe_bytes, on_device
+    judgement: Judgement = field(default_factory=Judgement)
 
 
 @dataclass
@@ -148,7 +149,7 @@ def parse_child_event(line: bytes, token: str) -> Event | None:
     if cls is None:
         return None
     try:
-        return build(cls, data, case_result=lambda d: build(CaseRow, d))
+        return build(cls, data, case_result=lambda d: build(CaseRow, d), judgement=judgement)
     except ProtocolError:
         return None
 

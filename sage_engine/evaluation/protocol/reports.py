@@ -21,6 +21,29 @@ class CaseRow:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str = ""
+    variant: str = ""  # the shape variant this trial ran ("" for a declared case)
+
+
+@dataclass
+class VariantRow:
+    """What became of one shape variant: `passed`, `failed`, or `dropped`
+    (the reference itself could not run it: `reason` says why)."""
+
+    name: str
+    status: str
+    at: str = ""  # its inputs' shapes, as messages name them
+    reason: str = ""
+
+
+@dataclass
+class Judgement:
+    """What the reference process saw of the task itself while it judged:
+    the shape variants, whether its outputs were compared relative to their
+    own scale (`notes`), and why a constant would pass (`constant`)."""
+
+    variants: list[VariantRow] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    constant: str = ""  # non-empty: the output is the same for every input tried
 
 
 @dataclass
@@ -59,6 +82,7 @@ class Report:
     device_name: str | None = None
     fields: dict[str, Any] = field(default_factory=dict)  # a backend hook's report (the Ascend gate's launches)
     profile: ProfileReport | None = None  # each side's kernels and the call's work, measured after timing
+    judgement: Judgement | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> "Report":
@@ -67,7 +91,11 @@ class Report:
                          candidate=lambda s: build(TimingStatsReport, s))
 
         return build(cls, data, cases=lambda rows: [build(CaseRow, r) for r in rows], timing=timing,
-                     profile=ProfileReport.from_dict)
+                     profile=ProfileReport.from_dict, judgement=judgement)
+
+
+def judgement(data: Any) -> Judgement:
+    return build(Judgement, data, variants=lambda rows: [build(VariantRow, r) for r in rows])
 
 
 @dataclass

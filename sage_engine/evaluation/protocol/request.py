@@ -20,7 +20,7 @@ MAX_TASKS = 128
 # that candidate would wait on it forever: it is never cached nor staged.
 BUILD_LOCKS = frozenset({"lock"})
 # Statuses a candidate process may report of itself: failures, never success.
-CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected")
+CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "incorrect")
 
 
 def build(cls: type, data: Any, **nested: Any) -> Any:
@@ -65,6 +65,10 @@ class TimingOptions:
     max_reps: int = 200
     budget_s: float = 2.0
     precision: float = 0.0
+    # The timing phase's own wall clock where its times mean nothing for a
+    # device (an interpreter): past it timing stops and the result says so;
+    # None: the evaluation's deadline.
+    wall_s: float | None = None
 
     @property
     def device_clock(self) -> bool:
@@ -96,6 +100,18 @@ class BuildSpec:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """Sizes the candidate was not written for, checked after the declared
+    cases: `rows` are alternatives tried in order until one the reference
+    runs (none: the variant is dropped and said so); `scale` multiplies the
+    floating inputs that are not whole numbers (edge values)."""
+
+    name: str
+    rows: list[dict]
+    scale: float | None = None
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """The part of a task the children need (`Task.spec()`)."""
 
@@ -107,6 +123,24 @@ class TaskSpec:
     forbid: list[str]
     seed: int
     import_roots: list[str]
+    variants: list[Variant] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """What makes a verdict hard to game (Config's fields of the same names)."""
+
+    # A float output whose largest magnitude is at most this many times the
+    # absolute tolerance is compared relative to its own scale.
+    small_output_factor: float = 10.0
+    # Fresh-input checks while timed, each a pair: new inputs, then the same
+    # with a few values changed (a stored answer for them is caught).
+    stale_checks: int = 2
+    # Values changed per tensor in the second input set of each pair.
+    stale_changes: int = 2
+    # Pairs of elements swapped in each input before every timed call, so no
+    # call sees the values of another.
+    churn_swaps: int = 2
 
 
 @dataclass
@@ -136,15 +170,21 @@ class Request:
     inputs_on_device: bool = True  # the reference makes inputs on the device where the task's builder allows
     profile: ProfileOptions | None = None  # profile each side's kernels after timing (never re-timed)
     measures_host: bool = False  # a runner measuring the machine: it runs in the host's timing turn
+    seed: int = 0  # this evaluation's: drawn per evaluation, so no candidate can know its inputs
+    verdict: VerdictOptions = field(default_factory=VerdictOptions)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Any) -> "Request":
-        return build(cls, data, task=lambda d: build(TaskSpec, d), timing=lambda d: build(TimingOptions, d),
+        return build(cls, data, task=task_spec, timing=lambda d: build(TimingOptions, d),
                      limits=lambda d: build(Limits, d), build=lambda d: build(BuildSpec, d),
-                     profile=lambda d: build(ProfileOptions, d))
+                     profile=lambda d: build(ProfileOptions, d), verdict=lambda d: build(VerdictOptions, d))
+
+
+def task_spec(data: Any) -> TaskSpec:
+    return build(TaskSpec, data, variants=lambda rows: [build(Variant, v) for v in rows])
 
 
 # ---------------------------------------------------------------------- ops

@@ -114,6 +114,8 @@ class Evaluation:
         report = self.correct_report()
         if self.req.timing is not None:
             report.timing = self.timing(report)
+            if report.timing is None:
+                return report
             if self.req.device_time:
                 start = time.perf_counter()
                 report.timing.device_time_us = device_profile(self.sup)
@@ -138,8 +140,10 @@ class Evaluation:
         elif isinstance(event, Verdict) and not candidate and self.cases:
             self.take_extras()
             row = self.cases[-1]
-            report = Report("incorrect", f"case {row.case or 'default'} trial {row.trial}: {row.message}",
-                            [diagnostics.diagnostic("mismatch", row.message)], mismatch=row.message)
+            where = row.variant or f"case {row.case or 'default'} trial {row.trial}"
+            message = row.message if row.variant else f"{where}: {row.message}"
+            report = Report("incorrect", message, [diagnostics.diagnostic("mismatch", row.message)],
+                            mismatch=row.message)
             raise Ended(report=report)
         elif isinstance(event, Fail):
             raise Ended(report=fail_report(c, event))
@@ -211,10 +215,13 @@ class Evaluation:
         # Reference and candidate run side by side: the longer one is the cost.
         phases["correctness"] = max(phases.get("reference_correctness", 0.0), phases.get("candidate_correctness", 0.0))
         phases["model_calls"] = max(phases.get("reference_calls", 0.0), phases.get("candidate_calls", 0.0))
-        return Report("correct", f"correct on {len(self.cases)} trial(s) over {len(self.req.task.cases)} case(s)",
-                      cases=list(self.cases), phases=phases, versions=dict(cand.versions),
+        declared = [c for c in self.cases if not c.variant]
+        variants = sum(1 for v in ref.judgement.variants if v.status == "passed")
+        message = f"correct on {len(declared)} trial(s) over {len(self.req.task.cases)} case(s)" + (
+            f" and {variants} shape variant(s)" if variants else "")
+        return Report("correct", message, cases=list(self.cases), phases=phases, versions=dict(cand.versions),
                       checks={"threads": cand.threads, "inputs": ref.inputs}, device_name=ref.device_name,
-                      fields={**self.extras, **cand.fields})
+                      fields={**self.extras, **cand.fields}, judgement=ref.judgement)
 
     # ---------------------------------------------------------------- timing
 
@@ -226,13 +233,36 @@ class Evaluation:
             self.sup.pump(POLL_S)
         self.sup.hold(False)
 
-    def timing(self, report: Report) -> TimingReport:
+    def timing(self, report: Report) -> TimingReport | None:
+        """Both sides timed; None where a timing of no consequence (an
+        interpreter's) would not fit its wall: the kernel stays correct."""
+        wall = self.req.timing.wall_s
+        if wall is None:
+            return self.timed(report)
+        slowest = max(self.ref_done.slowest_call, self.cand_done.slowest_call)
+        needed = 2 * slowest * (self.req.timing.warmup + self.req.timing.min_reps)
+        if needed > wall:
+            report.diagnostics.append(diagnostics.diagnostic("timing", (
+                f"timing skipped: one call takes up to {slowest:.1f} s here, and these times would say nothing "
+                "of a device anyway; the kernel's correctness stands"), severity="info"))
+            return None
+        try:
+            return self.timed(report)
+        except Ended as end:
+            if end.report is None or end.report.status != "timeout":
+                raise
+            report.diagnostics.append(diagnostics.diagnostic("timing", (
+                f"timing incomplete: stopped after {wall:g} s (these times would say nothing of a device anyway); "
+                "the kernel's correctness stands"), severity="info"))
+            return None
+
+    def timed(self, report: Report) -> TimingReport:
         sup = self.sup
         ref, cand = sup.children["reference"], sup.children["candidate"]
         reject_leftover_processes(sup, cand)
         self.timing_active = True
         self.take_turn()
-        n_cases = len(self.req.task.cases)
+        n_cases = len(self.req.task.cases) + len(self.req.task.variants)
         self.send(Progress(2 + n_cases, 3 + n_cases, "timing"))
         # How long one timing command may take: a call that hangs only now must
         # not hold the host's timing turn until the evaluation's deadline.

@@ -33,6 +33,7 @@ MAX_INNER = 100
 # than the reference's smallest gap plus this much, misreports its time.
 MISREPORT_FLOOR_S = 3e-4
 MISREPORT_SHARE = 0.05
+CHURN_SLACK = 2.0
 # CPU the candidate process may use while it is not being called: returning
 # from the reply and blocking again costs microseconds per sample.
 IDLE_CPU_FLOOR_S = 0.005
@@ -44,9 +45,13 @@ class TimingPhase:
 
     def __init__(self, sup: Supervisor, ref: Child, cand: Child, options: TimingOptions):
         self.sup, self.ref, self.cand, self.opts = sup, ref, cand, options
-        self.fresh_at = secrets.randbelow(max(1, options.min_reps))
-        self.fresh_checked = False
+        self.checks_at = check_positions(options.min_reps, sup.req.verdict.stale_checks)
+        self.checked: dict[str, int] = {"fresh": 0, "stale": 0, "stale_inconclusive": 0}
+        self.churn: list[float] = []  # the reference's host seconds per call spent changing inputs
         self.n = 0  # candidate samples so far
+        # A timing that is not representative (an interpreter) gets a short
+        # wall of its own: going past it ends timing, not the evaluation.
+        self.end = sup.deadline if options.wall_s is None else min(sup.deadline, time.monotonic() + options.wall_s)
         self.idle = self.busy = 0.0  # candidate CPU between and during its commands
         self.after: float | None = None
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}
@@ -64,7 +69,7 @@ class TimingPhase:
             os.sched_setaffinity(0, own_cpus)  # the next evaluation's children inherit it
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
-        opts, end = self.opts, self.sup.deadline
+        opts, end = self.opts, self.end
         fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup}", end))
                    for c in (self.ref, self.cand)}
         # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
@@ -96,7 +101,9 @@ class TimingPhase:
         checks: dict[str, Any] = {
             "cpus": cpus, "inner_calls": self.inner, "idle_cpu_ms": round(self.idle * 1000, 3),
             "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
-            "fresh_inputs_checked": self.fresh_checked}
+            "fresh_inputs_checked": self.checked["fresh"], "stale_checks": self.checked["stale"],
+            "stale_inconclusive": self.checked["stale_inconclusive"],
+            "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0}
         if self.all_streams:
             # Device work left on another stream after a call's end event: from then on
             # that side was timed with the device synchronised inside each call's events.
@@ -106,7 +113,7 @@ class TimingPhase:
     def sample(self, c: Child) -> float:
         n = self.inner[c.role]
         t0 = time.perf_counter()
-        text = self.sup.command(c, f"rep {n}", self.sup.deadline)
+        text = self.sup.command(c, f"rep {n}", self.end)
         wall = time.perf_counter() - t0
         meddled = self.guard.meddled()
         if meddled:
@@ -118,7 +125,15 @@ class TimingPhase:
         if claimed > wall:
             raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported "
                                    f"as {claimed * 1e3:.3f} ms")
-        self.gaps[c.role].append(wall - claimed)
+        if c is self.ref:
+            self.churn.append(churn_of(text))
+        # The inputs' changes between calls are outside the claim and inside the
+        # worker's clock: the reference's own measure of them (it runs the
+        # same changes on the same inputs) is what either side may spend so,
+        # twice over (a loaded machine preempts a process between its calls
+        # too). A process hiding work there gains at most that: microseconds.
+        allowance = CHURN_SLACK * n * statistics.median(self.churn) if self.churn else 0.0
+        self.gaps[c.role].append(wall - claimed - allowance)
         if c is self.cand:
             self.claims.append(claimed)
         return claimed / n
@@ -127,10 +142,9 @@ class TimingPhase:
         before = self.cpu.seconds()
         if self.after is not None:
             self.idle += before - self.after
-        fresh = self.n == self.fresh_at
-        if fresh:
-            # The reference makes them from a seed the candidate never learns, and sends them.
-            self.sup.command_both(self.ref, f"fresh {secrets.randbits(31)}", self.cand, "fresh", self.sup.deadline)
+        check = self.checks_at.get(self.n)
+        if check is not None:
+            self.checked_call(check)
             before = self.cpu.seconds()
         value = self.sample(self.cand)
         after = self.cpu.seconds()
@@ -141,25 +155,37 @@ class TimingPhase:
                           "were still running after it returned; work left on background threads is not allowed",
                           "cheat", "threads left running after forward returned")
         self.known.update(now)
-        if fresh:
-            self.fresh_checked = self.fresh_check()
-            after = self.cpu.seconds()
         self.after = after
         self.n += 1
         return value
 
-    def fresh_check(self) -> bool:
+    def checked_call(self, check: str) -> None:
+        """One call on inputs the reference makes from a seed the candidate
+        never learns (`fresh`, or the last ones with a few values changed:
+        `stale`), its output judged by the reference; outside the samples, so
+        its time (with the output kept for the check) is in no median."""
+        self.sup.command_both(self.ref, f"{check} {secrets.randbits(31)}", self.cand, "fresh", self.end)
+        self.sup.command(self.cand, "rep 1", self.end)
+        self.fresh_check(check)
+        self.known.update(thread_ids(self.cand.pid))
+
+    def fresh_check(self, check: str) -> None:
         # The reference starts reading before the candidate writes: a frame
         # larger than a pipe buffer would otherwise block the candidate.
         wire.write_all(self.ref.cmd, b"check\n")
-        self.sup.command(self.cand, "check", self.sup.deadline)
-        verdict = self.sup.reply(self.ref, self.sup.deadline)
+        self.sup.command(self.cand, "check", self.end)
+        verdict = self.sup.reply(self.ref, self.end)
         if verdict.startswith("bad "):
             message = str(_json_object(verdict[4:]).get("message", ""))
+            if message.startswith("returned a stored answer"):
+                raise decided("rejected", f"while timed, the candidate {message}", "cheat",
+                              "a stored answer for new input values during timing")
             raise decided("rejected", f"while timed, on inputs it had not seen before, the candidate's output was "
                           f"wrong ({message}): it returns results computed for earlier inputs", "cheat",
                           f"stale output on fresh inputs during timing: {message}")
-        return True
+        self.checked[check] += 1
+        if verdict.startswith("ok inconclusive"):
+            self.checked["stale_inconclusive"] += 1
 
     def claimed(self, c: Child, text: str) -> float:
         try:
@@ -175,6 +201,34 @@ class TimingPhase:
     def misreported(self, detail: str) -> Ended:
         return decided("rejected", f"the candidate's process misreported how long its calls took: {detail}", "cheat",
                        "timing reports that the worker's clock contradicts")
+
+
+def check_positions(min_reps: int, pairs: int) -> dict[int, str]:
+    """Secret candidate samples that run on checked inputs: `pairs` pairs of
+    a fresh sample and a stale check right after it, all within the first
+    `min_reps` samples (timing may stop there); at least one fresh check."""
+    rng = secrets.SystemRandom()
+    free = list(range(max(1, min_reps)))
+    out: dict[int, str] = {}
+    for _ in range(pairs):
+        starts = [p for p in free if p + 1 in free]
+        if not starts:
+            break
+        p = rng.choice(starts)
+        out[p], out[p + 1] = "fresh", "stale"
+        free = [q for q in free if q not in (p - 1, p, p + 1, p + 2)]
+    if not out:
+        out[rng.choice(free)] = "fresh"
+    return out
+
+
+def churn_of(reply: str) -> float:
+    """Host seconds per call a side's reply says its inputs' changes took (0 when it says none)."""
+    words = reply.split()
+    try:
+        return max(0.0, float(words[words.index("churn") + 1]))
+    except (ValueError, IndexError):
+        return 0.0
 
 
 def reject_leftover_processes(sup: Supervisor, cand: Child) -> None:

@@ -39,7 +39,7 @@ TABLES: dict[str, tuple[str, ...]] = {
     ),
     "attempts": (
         "id", "episode_id", "task", "backend", "status", "candidate_hash", "candidate_path", "speedup",
-        "candidate_ms", "result", "created_at", "author", "request_id", "host",
+        "candidate_ms", "result", "created_at", "author", "request_id", "host", "speedup_trusted",
     ),
     "adoptions": ("id", "episode_id", "item_id", "attempt_id", "evidence", "weight", "created_at", "author"),
     "utility_log": (
@@ -249,6 +249,13 @@ _CLOSE_REASON = """
     ALTER TABLE episodes ADD COLUMN close_reason TEXT;
 """
 
+# Whether an attempt's speedup is believable (`EvalResult.speedup_trusted`):
+# 0 earns no speedup term in ATU. NULL (attempts stored before this
+# migration, and results without a speedup) is credited as before.
+_SPEEDUP_TRUSTED = """
+    ALTER TABLE attempts ADD COLUMN speedup_trusted INTEGER;
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         "0001_initial",
@@ -264,6 +271,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0003_team", sqlite=_TEAM, postgres=_TEAM),
     Migration("0004_rule_scope", sqlite=_RULE_SCOPE, postgres=_RULE_SCOPE),
     Migration("0005_close_reason", sqlite=_CLOSE_REASON, postgres=_CLOSE_REASON),
+    Migration("0006_speedup_trusted", sqlite=_SPEEDUP_TRUSTED, postgres=_SPEEDUP_TRUSTED),
 ]
 
 

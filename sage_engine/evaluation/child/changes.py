@@ -1,0 +1,154 @@
+"""Changes to a task's inputs that keep a verdict honest, and the words for them.
+
+- `scaled`: floating inputs at large magnitudes (the `large values`
+  variant): inputs holding whole numbers (indices, masks, labels kept as
+  floats) stay as they are.
+- `with_changes`: a few values of each floating input replaced by the same
+  positions of another valid input set: the second input set of a stale
+  check. A kernel that recognises its inputs by a sample of their values
+  returns its stored answer for these, and that answer is wrong.
+- `Churn`: elements swapped in each input before every timed call, outside
+  the timed interval, so no call sees the values of another: an answer
+  remembered by the inputs' values is never the one asked for.
+
+Standard library and torch only (imported lazily): both children use it.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+from typing import Any
+
+# Random positions drawn ahead for the swaps, on the inputs' device (one
+# host-to-device copy, not one per call); reused in turn once exhausted.
+CHURN_POOL = 1 << 14
+
+
+def floating(value: Any) -> bool:
+    import torch
+
+    return type(value) is torch.Tensor and (value.is_floating_point() or value.is_complex()) and value.numel() > 0
+
+
+def whole_numbers(t: Any) -> bool:
+    """A floating tensor holding only whole numbers: indices, masks or labels, not measurements."""
+    import torch
+
+    if t.is_complex():
+        return False
+    finite = t[torch.isfinite(t)]
+    return finite.numel() > 0 and bool((finite == finite.round()).all())
+
+
+def scaled(values: list[Any], factor: float) -> list[Any]:
+    """The inputs with every floating tensor that is not whole numbers multiplied by `factor`."""
+    return [v * factor if floating(v) and not whole_numbers(v) else v for v in values]
+
+
+def with_changes(values: list[Any], other: list[Any], count: int, rng: random.Random) -> list[Any]:
+    """Copies of `values` with `count` positions of each floating tensor (of
+    every tensor where none is floating) taken from `other`, which must have
+    the same layout; the rest untouched."""
+    import torch
+
+    tensors = [i for i, v in enumerate(values)
+               if type(v) is torch.Tensor and v.layout == torch.strided and v.numel() > 0]
+    pick = [i for i in tensors if floating(values[i])] or tensors
+    out = list(values)
+    for i in pick:
+        v, o = values[i], other[i]
+        if type(o) is not torch.Tensor or o.shape != v.shape or o.dtype != v.dtype:
+            continue
+        changed = v.clone(memory_format=torch.contiguous_format)
+        flat, source = changed.view(-1), o.reshape(-1).to(v.device)
+        at = torch.tensor([rng.randrange(flat.numel()) for _ in range(count)], device=v.device)
+        flat[at] = source[at]
+        out[i] = changed
+    return out
+
+
+class Churn:
+    """Swaps `swaps` pairs of elements in each timed input before a call.
+
+    Floating inputs are churned (ints and masks too where no input floats):
+    a swap keeps every value the input had, so ranges and distributions stay
+    as the task made them; the positions come from a secret generator. The
+    first call after `hold()` runs on its inputs unchanged: its output is
+    the one a fresh-input check compares. Host tensors are swapped through
+    a NumPy view of their raw bits (about 2 µs a swap; a torch indexing op
+    costs ten times that), device tensors by indexing with positions drawn
+    ahead on the device.
+    """
+
+    def __init__(self, torch: Any, inputs: list[Any], swaps: int):
+        self.swaps = swaps
+        tensors = [t for t in inputs if type(t) is torch.Tensor and t.numel() > 1 and t.is_contiguous()]
+        chosen = [t for t in tensors if floating(t)] or tensors
+        self.rng = random.Random(secrets.randbits(64))
+        self.host = [v for v in (_raw_bits(torch, t) for t in chosen if t.device.type == "cpu") if v is not None]
+        device = [t.view(-1) for t in chosen if t.device.type != "cpu"]
+        gen = torch.Generator().manual_seed(secrets.randbits(62))
+        self.device = [(flat, torch.randint(flat.numel(), (CHURN_POOL, 2), generator=gen).to(flat.device))
+                       for flat in device] if swaps > 0 else []
+        self.at = 0
+        self.held = False
+
+    @property
+    def active(self) -> bool:
+        return self.swaps > 0 and bool(self.host or self.device)
+
+    def hold(self) -> None:
+        """The next call runs on the inputs as they are."""
+        self.held = True
+
+    def __call__(self, i: int) -> None:
+        if self.held:
+            self.held = False
+            return
+        rng = self.rng
+        for bits in self.host:
+            n = len(bits)
+            for _ in range(self.swaps):
+                a, b = rng.randrange(n), rng.randrange(n)
+                bits[a], bits[b] = bits[b], bits[a]
+        if self.device:
+            start = self.at
+            self.at = (self.at + self.swaps) % (CHURN_POOL - self.swaps)
+            for flat, pool in self.device:
+                pairs = pool[start:start + self.swaps]
+                src, dst = pairs[:, 0], pairs[:, 1]
+                taken = flat[src]
+                flat[src] = flat[dst]
+                flat[dst] = taken
+
+
+def _raw_bits(torch: Any, t: Any) -> Any:
+    """A NumPy view of a host tensor's elements as integers of the same width (None where none fits)."""
+    width = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}.get(t.element_size())
+    if width is None:
+        return None
+    try:
+        return t.view(-1).view(width).numpy()
+    except (RuntimeError, TypeError):
+        return None
+
+
+def shapes(values: list[Any]) -> str:
+    """The tensor inputs' shapes as messages name them: `[16, 393216]`, or
+    `[1024, 512] x [512, 256]` for several."""
+    import torch
+
+    found = [list(v.shape) for v in values if isinstance(v, torch.Tensor)]
+    return " x ".join(str(s) for s in found) if found else "no tensor inputs"
+
+
+HINTS = {
+    "odd": "a kernel that assumes its sizes (a block as long as the row, no mask on the tail)?",
+    "small": "a kernel that assumes its sizes (a grid or block computed for the declared shape)?",
+    "large values": "overflow at large magnitudes? (subtract the maximum before exp; accumulate in float32)",
+}
+
+
+def variant_hint(name: str) -> str:
+    return HINTS.get(name, "a kernel that assumes its sizes?")
