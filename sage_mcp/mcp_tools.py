@@ -215,8 +215,10 @@ async def compile_and_bench(
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
 
     Returns status (correct, incorrect, compile_error, runtime_error, timeout, crashed,
-    rejected, sandbox_error), max errors and the first mismatch, reference and candidate timings, speedup,
-    diagnostics with candidate line numbers, and attempt_id. A correct kernel also gets a profile:
+    rejected, task_error, sandbox_error), max errors and the first mismatch, reference and candidate
+    timings, speedup (speedup_trusted false with speedup_note: unverified, not credited), the seed,
+    the shape variants checked beyond the declared sizes (a kernel must work at sizes it was not
+    written for), diagnostics with candidate line numbers, and attempt_id. A correct kernel also gets a profile:
     the kernels each side launched and their time, the bytes and FLOPs of a call, the share of this
     machine's measured bandwidth and matmul peak each side reached, the binding limit (memory,
     compute or latency) and profile.summary, one sentence saying why it is slow; a time faster than

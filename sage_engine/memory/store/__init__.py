@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sage_engine.memory.store.base import Store, check_id
+from sage_engine.memory.store.base import Store
+from sage_engine.memory.store.sql import check_id
 from sage_engine.memory.store.items import item_from_row
 from sage_engine.memory.store.postgres import StoreUnavailable, is_postgres_url, redact
 

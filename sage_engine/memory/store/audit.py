@@ -3,20 +3,18 @@ consolidation log with its snapshots, and a few key/value settings."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from sage_engine.errors import NotFound
-from sage_engine.memory.store.base import Row, check_id
+from sage_engine.memory.store.sql import Row, Sql, check_id
 from sage_engine.models import UtilityUpdate
 
-if TYPE_CHECKING:
-    from sage_engine.memory.store.base import Store
 
 COUNTED = ("attempts", "adoptions", "utility_log", "consolidations", "episodes", "items", "retrievals")
 
 
 class AuditRecords:
-    def __init__(self, store: "Store"):
+    def __init__(self, store: Sql):
         self.store = store
 
     # ------------------------------------------------------------ utility log

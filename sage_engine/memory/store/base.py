@@ -21,18 +21,20 @@ never lose an update; read transactions see one consistent snapshot.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Iterator, Sequence
 
-from sage_engine.errors import NotFound, StoreError
-from sage_engine.memory.store.schema import JSON_COLUMNS, MIGRATIONS, TABLES, split_sql
+from sage_engine.errors import StoreError
+from sage_engine.memory.store.audit import AuditRecords
+from sage_engine.memory.store.episodes import EpisodeRecords
+from sage_engine.memory.store.items import ItemRecords
+from sage_engine.memory.store.schema import MIGRATIONS, split_sql
+from sage_engine.memory.store.sql import Row, check_columns, encode
 
 log = logging.getLogger(__name__)
-Row = dict[str, Any]
 
 
 class Store(ABC):
@@ -42,10 +44,6 @@ class Store(ABC):
     real: ClassVar[str]  # the 64-bit floating point type
 
     def __init__(self) -> None:
-        from sage_engine.memory.store.audit import AuditRecords
-        from sage_engine.memory.store.episodes import EpisodeRecords
-        from sage_engine.memory.store.items import ItemRecords
-
         self._local = threading.local()
         self.items = ItemRecords(self)
         self.episodes = EpisodeRecords(self)
@@ -145,7 +143,7 @@ class Store(ABC):
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         tail = f" RETURNING {returning}" if returning else ""
-        found = self.rows(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", [_encode(v) for v in row.values()])
+        found = self.rows(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", [encode(v) for v in row.values()])
         return found[0][returning] if returning else None
 
     def update(self, table: str, key: int, changes: Row) -> int:
@@ -153,7 +151,7 @@ class Store(ABC):
             return 0
         check_columns(table, changes)
         sets = ", ".join(f"{c} = ?" for c in changes)
-        return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(_encode, changes.values()), key])
+        return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(encode, changes.values()), key])
 
     # ----------------------------------------------------------------- schema
 
@@ -190,30 +188,3 @@ class Store(ABC):
         unknown = set(applied) - {m.name for m in MIGRATIONS}
         if unknown:
             raise StoreError(f"{self.describe()} was written by a newer SAGE (migrations {sorted(unknown)}); upgrade SAGE")
-
-
-def check_id(value: int, what: str) -> int:
-    """Stored integers are 64-bit: larger ids cannot exist, so say so plainly
-    instead of letting the driver overflow."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-        raise NotFound(f"no {what} with id {value!r}; ids are positive integers returned by SAGE")
-    return value
-
-
-def check_columns(table: str, row: Row) -> None:
-    # Column names are interpolated into SQL: only the schema's own may pass.
-    unknown = set(row) - set(TABLES[table])
-    if unknown:
-        raise StoreError(f"unknown {table} columns {sorted(unknown)}")
-
-
-def _encode(value: Any) -> Any:
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
-
-
-def decode_json(row: Row) -> Row:
-    """JSON text columns back into lists (in place)."""
-    for col in JSON_COLUMNS:
-        if col in row and isinstance(row[col], str):
-            row[col] = json.loads(row[col] or "[]")
-    return row

@@ -3,21 +3,19 @@ tried (attempts) and what the agent said it adopted (adoptions)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from sage_engine.errors import NotFound
-from sage_engine.memory.store.base import Row, check_id
+from sage_engine.memory.store.sql import Row, Sql, check_id
 from sage_engine.memory.store.schema import TABLES
 
-if TYPE_CHECKING:
-    from sage_engine.memory.store.base import Store
 
 EPISODE_COLUMNS = ", ".join(TABLES["episodes"])
 ATTEMPT_COLUMNS = ", ".join(TABLES["attempts"])
 
 
 class EpisodeRecords:
-    def __init__(self, store: "Store"):
+    def __init__(self, store: Sql):
         self.store = store
 
     # --------------------------------------------------------------- episodes

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from sage_engine.errors import NotFound
 from sage_engine.memory.retrieval import Candidate
-from sage_engine.memory.store.base import Row, check_columns, check_id, decode_json
+from sage_engine.memory.store.sql import Row, Sql, check_columns, check_id, decode_json
 from sage_engine.memory.store.schema import TABLES
 from sage_engine.models import Item
 
-if TYPE_CHECKING:
-    from sage_engine.memory.store.base import Store
 
 COLUMNS = ", ".join(TABLES["items"])
 CANDIDATE_COLUMNS = "id, status, scope, author, backend, hardware, utility, adoption_rate, n_retrieved"
@@ -21,7 +19,7 @@ ORDERS = {"utility": "utility DESC, id", "id": "id", "recent": "id DESC"}
 
 
 class ItemRecords:
-    def __init__(self, store: "Store"):
+    def __init__(self, store: Sql):
         self.store = store
 
     def get(self, item_id: int) -> Item:

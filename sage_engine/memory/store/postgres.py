@@ -19,7 +19,8 @@ from typing import Any, Iterator, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from sage_engine.errors import StoreError
-from sage_engine.memory.store.base import Row, Store
+from sage_engine.memory.store.base import Store
+from sage_engine.memory.store.sql import Row
 from sage_engine.memory.store.schema import ID_TABLES
 from sage_engine.memory.store.sqlite import BM25_WEIGHTS
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from sage_engine.errors import StoreError
-from sage_engine.memory.store.base import Row, Store
+from sage_engine.memory.store.base import Store
+from sage_engine.memory.store.sql import Row
 
 log = logging.getLogger(__name__)
 

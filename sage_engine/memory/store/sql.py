@@ -1,0 +1,65 @@
+"""What the record classes (`items`, `episodes`, `audit`) need of a store:
+the statements (`Sql`, which `Store` implements), rows as dicts, and the
+checks and conversions of stored values. The records import this module,
+never `base`: `base` builds them, so they must not need it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol, Sequence
+
+from sage_engine.errors import NotFound, StoreError
+from sage_engine.memory.store.schema import JSON_COLUMNS, TABLES
+
+Row = dict[str, Any]
+
+
+class Sql(Protocol):
+    """The statements a record class runs (`Store` is one)."""
+
+    greatest: str
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[Row], int]: ...
+
+    def run_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None: ...
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def count(self, sql: str, params: Sequence[Any] = ()) -> int: ...
+
+    def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None: ...
+
+    def update(self, table: str, key: int, changes: Row) -> int: ...
+
+    def lexical_rows(self, terms: list[str], limit: int) -> list[Row]: ...
+
+
+def check_id(value: int, what: str) -> int:
+    """Stored integers are 64-bit: larger ids cannot exist, so say so plainly
+    instead of letting the driver overflow."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise NotFound(f"no {what} with id {value!r}; ids are positive integers returned by SAGE")
+    return value
+
+
+def check_columns(table: str, row: Row) -> None:
+    # Column names are interpolated into SQL: only the schema's own may pass.
+    unknown = set(row) - set(TABLES[table])
+    if unknown:
+        raise StoreError(f"unknown {table} columns {sorted(unknown)}")
+
+
+def encode(value: Any) -> Any:
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
+def decode_json(row: Row) -> Row:
+    """JSON text columns back into lists (in place)."""
+    for col in JSON_COLUMNS:
+        if col in row and isinstance(row[col], str):
+            row[col] = json.loads(row[col] or "[]")
+    return row
