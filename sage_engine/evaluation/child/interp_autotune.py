@@ -87,21 +87,12 @@ class AutotuneShim:
         from triton.runtime import autotuner
 
         shim = self
-        Autotuner = autotuner.Autotuner
-        original_init = Autotuner.__init__
-
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            # Without a do_bench of its own the autotuner asks the device driver for one.
-            if kwargs.get("do_bench") is None:
-                kwargs["do_bench"] = _no_benchmark
-            original_init(self, *args, **kwargs)
 
         def run(self: Any, *args: Any, **kwargs: Any) -> Any:
             return shim.run(self, args, kwargs)
 
-        Autotuner.__init__ = __init__
-        Autotuner.run = run
-        install_libentry(autotuner)
+        install_decorators()
+        autotuner.Autotuner.run = run
 
     # -- one launch of an autotuned kernel
 
@@ -139,9 +130,7 @@ class AutotuneShim:
                 full[name].zero_()
         if config.pre_hook is not None:
             config.pre_hook(full)
-        params = set(tuner.arg_names)
-        extra = {k: v for k, v in meta.items() if k in params or k not in COMPILE_OPTIONS}
-        return tuner.fn.run(*args, **kwargs, **extra)
+        return tuner.fn.run(*args, **kwargs, **meta)
 
     def cross_check(self, tuner: Any, args: tuple, kwargs: dict, sample: list, kept: Any, name: str) -> Any:
         values = list(args) + list(kwargs.values())
@@ -168,6 +157,35 @@ class AutotuneShim:
                         "the device, so every config must be right", name)
                     raise self.mismatch
         return ret
+
+
+def install_decorators() -> None:
+    """Let `@triton.autotune` and `@libentry` be applied with no device (also
+    where kernels are only compiled, not run)."""
+    from triton.runtime import autotuner
+
+    Autotuner = autotuner.Autotuner
+    if not getattr(Autotuner.__init__, "__sage__", False):
+        original_init = Autotuner.__init__
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            # Without a do_bench of its own the autotuner asks the device driver for one.
+            if kwargs.get("do_bench") is None:
+                kwargs["do_bench"] = _no_benchmark
+            original_init(self, *args, **kwargs)
+
+        __init__.__sage__ = True
+        Autotuner.__init__ = __init__
+    install_libentry(autotuner)
+
+
+def unwrap_kernel(obj: Any) -> Any:
+    """The @triton.jit function under autotune/heuristics/libentry wrappers."""
+    for _ in range(8):
+        if obj is None or hasattr(obj, "src") or not hasattr(obj, "fn"):
+            return obj
+        obj = obj.fn
+    return obj
 
 
 def _no_benchmark(*_args: Any, **_kwargs: Any) -> float:
