@@ -95,6 +95,14 @@ class TritonInterpreterBackend(SandboxBackend):
 def with_hook_fields(result: EvalResult, outcome: Any, info: dict[str, Any]) -> EvalResult:
     """`result` with what the interpreter checks reported (the autotune configs checked) in compile_info."""
     fields = (outcome.report.fields if outcome is not None and outcome.report is not None else None) or {}
+    update: dict[str, Any] = {}
     if fields.get("autotune"):
         info = {**info, "autotune": fields["autotune"]}
-    return result.model_copy(update={"compile_info": {**result.compile_info, **info}})
+        trials, failed = fields.get("autotune_trials") or [], len(result.cases) - 1
+        last = trials[failed] if 0 <= failed < len(trials) else {}
+        if result.status == "incorrect" and last and "gives different results" not in result.message:
+            # Each trial ran one config: the one that failed is the kernel to fix.
+            ran = "; ".join(f"{kernel} ran config [{config}]" for kernel, config in last.items())
+            update["message"] = f"{result.message} (autotuned: in that trial {ran})"
+    update["compile_info"] = {**result.compile_info, **info}
+    return result.model_copy(update=update)

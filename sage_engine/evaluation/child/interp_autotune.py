@@ -8,13 +8,13 @@ runs), so it never runs here. Instead:
 
 - a sample of the configs is checked: all of them up to `limit`, else the
   first, the one with the largest tiles, and evenly spaced others;
-- the first launch of a kernel for an autotuning key runs every sampled
-  config on the same inputs (each from the same starting memory, as the
-  autotuner's benchmark does) and compares what each wrote with what the
-  kept config wrote, under the task's tolerance: a config whose results
-  differ is a wrong kernel the device may pick (`ConfigMismatch`);
-- later launches rotate through the sample, so the reference process judges
-  different configs in different trials;
+- launches of a kernel for one autotuning key rotate through the sample, so
+  the reference process judges the first configs itself, one per trial;
+- the configs the trials cannot reach run at the first launch on the same
+  inputs (each from the same starting memory, as the autotuner's benchmark
+  does) and what each wrote is compared with what the kept config wrote,
+  under the task's tolerance: a config whose results differ is a wrong
+  kernel the device may pick (`ConfigMismatch`);
 - `on_config(kernel, args, kwargs, config)` lets a backend see every config,
   run or not (the Ascend gate compiles them all).
 
@@ -75,12 +75,16 @@ class AutotuneShim:
     """Installs itself over triton's Autotuner; `checked` lists what ran."""
 
     def __init__(self, *, limit: int, compare: Callable[[Any, Any], str | None],
-                 on_config: Callable[..., None] | None = None):
+                 on_config: Callable[..., None] | None = None, rotated: int = 1):
         self.limit = limit
+        # Launches of one tuning key rotate through the sample, one config each: with
+        # `rotated` trials the reference process judges that many configs itself.
+        self.rotated = max(1, rotated)
         self.compare = compare  # (kept, other) -> None when they agree, else why not
         self.on_config = on_config
         self.calls: dict[Any, int] = {}
         self.checked: dict[str, dict[str, Any]] = {}
+        self.last: dict[str, str] = {}  # kernel -> the config its latest launch kept
         self.mismatch: ConfigMismatch | None = None
 
     def install(self) -> None:
@@ -117,9 +121,11 @@ class AutotuneShim:
             for config in tuner.configs:
                 self.on_config(tuner, args, kwargs, config)
         kept = sample[count % len(sample)]
-        if count > 0 or len(sample) == 1:
+        self.last[name] = describe(kept)
+        unreached = sample[self.rotated:] if count == 0 else []
+        if not unreached:
             return self.launch(tuner, args, kwargs, kept)
-        return self.cross_check(tuner, args, kwargs, sample, kept, name)
+        return self.cross_check(tuner, args, kwargs, unreached, kept, name)
 
     def launch(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> Any:
         meta = config.all_kwargs()
@@ -132,12 +138,12 @@ class AutotuneShim:
             config.pre_hook(full)
         return tuner.fn.run(*args, **kwargs, **meta)
 
-    def cross_check(self, tuner: Any, args: tuple, kwargs: dict, sample: list, kept: Any, name: str) -> Any:
+    def cross_check(self, tuner: Any, args: tuple, kwargs: dict, others: list, kept: Any, name: str) -> Any:
         values = list(args) + list(kwargs.values())
         typed, raw = _tensors(values), _storages(values)
         start_raw, start = [r.clone() for r in raw], [t.clone() for t in typed]
         results = []
-        for config in sample:
+        for config in others:
             if config is kept:
                 continue
             self.launch(tuner, args, kwargs, config)

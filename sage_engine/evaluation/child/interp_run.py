@@ -41,12 +41,14 @@ class InterpreterChecks:
         self.request = request
         self.cand_path = str(Path(os.getcwd(), diagnostics.CANDIDATE_FILE))
         self.version_note = args.get("version_note", "")
+        self.trial_configs: list[dict[str, str]] = []
         interp_bf16.install(interpreter)
         self.bounds = interp_bounds.BoundsChecker(self.cand_path)
         if args.get("bounds", True):
             self.bounds.install(interpreter)
         self.autotune = interp_autotune.AutotuneShim(limit=int(args.get("autotune_configs", 4)),
-                                                     compare=self.compare, on_config=self.on_config)
+                                                     compare=self.compare, on_config=self.on_config,
+                                                     rotated=request.trials)
         self.autotune.install()
 
     def on_config(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> None:
@@ -59,7 +61,11 @@ class InterpreterChecks:
         return None if found.ok else found.message
 
     def extras(self) -> dict[str, Any]:
-        return {"autotune": self.autotune.checked} if self.autotune.checked else {}
+        """Sent after every trial (and at the end): the configs checked, and which ran in each trial so far."""
+        if not self.autotune.checked:
+            return {}
+        self.trial_configs.append(dict(self.autotune.last))
+        return {"autotune": self.autotune.checked, "autotune_trials": list(self.trial_configs)}
 
     def finish(self, event: Event) -> Event:
         found = self.fault()

@@ -217,8 +217,14 @@ def test_autotuned_kernel_with_three_configs_is_correct_and_every_config_was_che
     assert checked["configs"] == 3 and checked["checked"] == ["BLOCK=128", "BLOCK=256", "BLOCK=512"]
 
 
-def test_autotune_config_that_drops_the_tail_makes_the_kernel_incorrect(backend):
+def test_autotune_config_that_drops_the_tail_is_caught_in_its_own_trial(backend):
     result = evaluate(backend, VECTOR_ADD_TASK, AUTOTUNED_WRONG_CONFIG)
+    assert result.status == "incorrect", (result.message, result.diagnostics)
+    assert "add_kernel ran config [BLOCK=256]" in result.message
+
+
+def test_autotune_config_beyond_the_trials_is_compared_with_the_kept_one(backend):
+    result = backend.evaluate(load_task(VECTOR_ADD_TASK), AUTOTUNED_WRONG_CONFIG, trials=1)
     assert result.status == "incorrect", (result.message, result.diagnostics)
     assert "config [BLOCK=256] gives different results from config [BLOCK=8]" in result.message
 
