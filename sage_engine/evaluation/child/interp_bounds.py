@@ -60,8 +60,8 @@ class BoundsChecker:
                 self._collect(f"{name}[{j}]", item, out)
             return
         base = getattr(value, "base", None)
-        if not hasattr(value, "data_ptr") and base is not None and hasattr(base, "data_ptr"):
-            value = base  # a TensorWrapper or a TensorDescriptor: the memory is its base tensor's
+        if not hasattr(value, "untyped_storage") and hasattr(base, "untyped_storage"):
+            value = base  # a TensorWrapper (triton.reinterpret) or a TensorDescriptor: its base tensor's memory
         if not hasattr(value, "untyped_storage"):
             return
         storage = value.untyped_storage()

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation import diagnostics
-from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds
+from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
@@ -102,4 +102,8 @@ class InterpreterChecks:
 
 
 class TritonRun(InterpreterChecks):
-    """The `triton` backend's hook: upstream Triton's interpreter."""
+    """The `triton` backend's hook: upstream Triton's interpreter, with libdevice."""
+
+    def __init__(self, request: Request):
+        interp_libdevice.install()
+        super().__init__(request)

@@ -199,6 +199,29 @@ class ModelNew(nn.Module):
 '''
 
 
+GELU_TASK = VECTOR_ADD_TASK.replace("return x + y", "return torch.nn.functional.gelu(x, approximate='tanh') + y")
+
+LIBDEVICE_GELU = KERNEL_HEAD + '''
+from triton.language.extra import libdevice
+
+
+@triton.jit
+def gelu_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    inner = 0.7978845608028654 * (x + 0.044715 * libdevice.pow(x, 3.0))
+    tl.store(out_ptr + offs, 0.5 * x * (1.0 + libdevice.tanh(inner)) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        gelu_add[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
+        return out
+'''
+
+
 @pytest.fixture(scope="module")
 def backend(tmp_path_factory):
     b = TritonInterpreterBackend(fast_config(tmp_path_factory.mktemp("triton-cache"), correctness_trials=3))
@@ -269,3 +292,8 @@ def test_a_version_other_than_the_hosts_is_named_in_the_backend_status(tmp_path)
         assert f"Triton {installed_triton()} as installed here" in reason and "hosts run 3.6.0" in reason
     finally:
         b.close()
+
+
+def test_libdevice_functions_are_interpreted(backend):
+    result = evaluate(backend, GELU_TASK, LIBDEVICE_GELU)
+    assert result.status == "correct", (result.message, result.diagnostics)
