@@ -53,8 +53,12 @@ def install(interpreter: Any) -> None:
     Builder = interpreter.InterpreterBuilder
     bf16 = tl.bfloat16
 
+    u16 = np.dtype(np.uint16)
+
     def is_bf16(h: Any) -> bool:
-        return isinstance(h, Handle) and getattr(h.dtype, "scalar", None) == bf16
+        # bf16 patterns live in uint16 arrays: the dtype compare is the cheap first test.
+        data = getattr(h, "data", None)
+        return getattr(data, "dtype", None) == u16 and getattr(h.dtype, "scalar", None) == bf16
 
     def widened(h: Any) -> Any:
         return Handle(to_f32(h.data), tl.float32) if is_bf16(h) else h
@@ -69,7 +73,10 @@ def install(interpreter: Any) -> None:
         """A builder method whose result is bf16 when any of its first `n_args` operands is."""
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not any(is_bf16(a) for a in args[:n_args]):
+            for a in args[:n_args]:
+                if is_bf16(a):
+                    break
+            else:
                 return original(self, *args, **kwargs)
             wide = [widened(a) for a in args[:n_args]] + list(args[n_args:])
             return narrowed(original(self, *wide, **kwargs))

@@ -71,21 +71,32 @@ class BoundsChecker:
     # -- accesses
 
     def check(self, kind: str, ptrs: Any, mask: Any, element_bytes: int) -> None:
-        addresses = np.asarray(ptrs).astype(np.uint64, copy=False).reshape(-1)
+        addresses = np.asarray(ptrs)
+        if addresses.dtype != np.uint64:
+            addresses = addresses.astype(np.uint64)
         if mask is not None:
-            enabled = np.broadcast_to(np.asarray(mask, dtype=bool), np.asarray(ptrs).shape).reshape(-1)
-            addresses = addresses[enabled]
+            enabled = np.asarray(mask)
+            if enabled.shape != addresses.shape:
+                enabled = np.broadcast_to(enabled, addresses.shape)
+            if not enabled.all():
+                addresses = addresses[enabled]
         if addresses.size == 0:
             return
-        size = np.uint64(max(1, element_bytes))
-        inside = np.zeros(addresses.shape, dtype=bool)
+        size = max(1, element_bytes)
+        # Fast path (nearly every access): all enabled lanes inside one tensor's memory.
+        lo, hi = int(addresses.min()), int(addresses.max())
         for e in self.extents:
-            inside |= (addresses >= np.uint64(e.start)) & (addresses + size <= np.uint64(e.end))
+            if lo >= e.start and hi + size <= e.end:
+                return
+        flat = addresses.reshape(-1)
+        inside = np.zeros(flat.shape, dtype=bool)
+        for e in self.extents:
+            inside |= (flat >= np.uint64(e.start)) & (flat + np.uint64(size) <= np.uint64(e.end))
         if inside.all():
             return
-        bad = addresses[~inside]
+        bad = flat[~inside]
         line = self.kernel_line()
-        self.violation = OutOfBounds(self.describe(kind, bad, int(size), line), line)
+        self.violation = OutOfBounds(self.describe(kind, bad, size, line), line)
         raise self.violation
 
     def describe(self, kind: str, bad: Any, size: int, line: int | None) -> str:
@@ -133,8 +144,13 @@ class BoundsChecker:
 
         Executor._init_args_hst = _init_args_hst
 
+        sizes: dict[Any, int] = {}
+
         def element_bytes(ptrs: Any) -> int:
-            return int(np_dtype(ptrs.get_element_ty()).itemsize)
+            ty = ptrs.get_element_ty()
+            if ty not in sizes:
+                sizes[ty] = int(np_dtype(ty).itemsize)
+            return sizes[ty]
 
         original_load = Builder.create_masked_load
 
