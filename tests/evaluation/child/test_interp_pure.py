@@ -39,3 +39,16 @@ def test_bf16_rounds_to_nearest_even_as_torch_does():
 
 def test_bf16_keeps_nan_a_nan():
     assert np.isnan(to_f32(to_bf16(np.array([float("nan")], dtype=np.float32)))).all()
+
+
+def test_a_failure_that_depends_on_the_triton_version_names_the_version():
+    from sage_engine.evaluation.child.interp_run import InterpreterChecks
+    from sage_engine.evaluation.protocol import Fail
+
+    checks = object.__new__(InterpreterChecks)  # only its message rewriting: no interpreter needed
+    checks.version_note = "Triton 3.9.0 as installed here, while the team's hosts run 3.7.1"
+    text = "ModelNew.forward raised InterpreterError: NotImplementedError('Block pointers have been removed in favor of the tensor descriptor API')"
+    event = checks.with_version_note(Fail(status="runtime_error", message=text, diagnostics=[{"message": text}]))
+    assert "block pointers (tl.make_block_ptr, tl.advance) were removed in Triton 3.9" in event.message
+    assert "this verdict is for Triton 3.9.0 as installed here, while the team's hosts run 3.7.1" in event.message
+    assert event.diagnostics[0]["message"] == event.message
