@@ -128,6 +128,11 @@ class AutotuneShim:
         return self.cross_check(tuner, args, kwargs, unreached, kept, name)
 
     def launch(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> Any:
+        conflicts = kwargs.keys() & config.kwargs.keys()
+        if conflicts:
+            # What the device's autotuner raises before it benchmarks anything.
+            raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}."
+                             " Make sure that you don't re-define auto-tuned symbols.")
         meta = config.all_kwargs()
         full = {**tuner.nargs, **kwargs, **meta}
         for name in getattr(tuner, "reset_to_zero", None) or []:
