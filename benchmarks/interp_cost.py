@@ -74,9 +74,9 @@ def main() -> None:
         for name, tree in order:
             for path, row in measure(tree, args.trials, paths).items():
                 walls[name].setdefault(path, []).append(row["wall_s"])
-                if row["status"] != "correct":
-                    print(f"  {name} {path}: {row['status']}", file=sys.stderr)
-        print(f"round {r + 1} done", file=sys.stderr)
+                # As it goes: a run on a busy machine may not reach its end.
+                print(f"  round {r + 1} {name} {path}: {row['status']} {row['wall_s']:.2f} s", file=sys.stderr, flush=True)
+        print(f"round {r + 1} done", file=sys.stderr, flush=True)
     ratios = []
     print(f"{'example':60s} {'this s':>8s} {'other s':>8s} {'ratio':>6s}")
     for path in paths:
