@@ -190,7 +190,7 @@ def stage_tests(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def timing_tasks(args: argparse.Namespace) -> list[Any]:
-    from sage_engine.evaluation.tasks import load_task
+    from sage_engine.evaluation.host.tasks import load_task
 
     if args.kernelbench:
         level1 = Path(args.kernelbench) / "KernelBench" / "level1"
@@ -227,7 +227,7 @@ def stage_timing(args: argparse.Namespace) -> dict[str, Any]:
 def fused_task(args: argparse.Namespace) -> Any:
     import dataclasses
 
-    from sage_engine.evaluation.tasks import load_task
+    from sage_engine.evaluation.host.tasks import load_task
 
     task = load_task(DEVICE / "gelu_tanh.py")
     return dataclasses.replace(task, cases=(SMALL_CASE,)) if args.small else task
@@ -383,7 +383,7 @@ def stage_profile(args: argparse.Namespace) -> dict[str, Any]:
     import dataclasses
 
     from sage_engine.evaluation.harness import Harness
-    from sage_engine.evaluation.tasks import load_task
+    from sage_engine.evaluation.host.tasks import load_task
 
     matmul = load_task(DEVICE / "matmul_cublas.py")
     if args.small:

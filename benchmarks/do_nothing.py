@@ -30,7 +30,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 jobs = json.loads(sys.stdin.read())
 out = []
@@ -54,7 +54,7 @@ print(json.dumps(out))
 
 
 def jobs_for(folder: Path, only: set[str] | None) -> list[dict[str, str]]:
-    from sage_engine.evaluation.tasks import list_suite
+    from sage_engine.evaluation.host.tasks import list_suite
     from sage_engine.suite.check import null_candidates, self_candidate
 
     jobs = []

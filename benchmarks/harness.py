@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from sage_engine.config import Config  # noqa: E402
 from sage_engine.evaluation.harness import Harness  # noqa: E402
-from sage_engine.evaluation.tasks import Task, list_suite, load_task  # noqa: E402
+from sage_engine.evaluation.host.tasks import Task, list_suite, load_task  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "evaluation" / "fixtures" / "tasks"
 SPARE_WAIT_S = 120.0
@@ -131,17 +131,15 @@ def main() -> None:
 def ray_comparison(work: list[tuple[Task, str]], budget: float, tmp: Path, rounds: int) -> None:
     import ray
 
-    from sage_engine.evaluation.ray_executor import RayExecutor
-
     ray.init(num_cpus=2, include_dashboard=False, namespace="sage", log_to_driver=False)
     try:
         config = Config(cache_dir=tmp / "ray", db_path=tmp / "ray.db", timing_budget_s=budget, eval_timeout_s=600.0,
                         executor="ray", ray_address=ray.get_runtime_context().gcs_address)
         local = Harness(config.replace(executor="local"))
-        remote = RayExecutor(config)
+        remote = Harness(config)
 
         def through_ray(task: Task, source: str):
-            return remote.evaluate(task, source, backend="cpu", trials=None, progress=None, cancel=None)
+            return remote.evaluate(task, source, backend="cpu")
 
         with ThreadPoolExecutor(2) as both:  # warm both Ray workers' pools, and the local one
             list(both.map(lambda ts: through_ray(*ts), [work[0], work[0]]))

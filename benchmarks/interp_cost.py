@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 trials, examples = int(sys.argv[1]), json.loads(sys.argv[2])
 out = {}

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sage_engine.config import Config  # noqa: E402
 from sage_engine.evaluation.harness import Harness  # noqa: E402
-from sage_engine.evaluation.tasks import Task, list_suite  # noqa: E402
+from sage_engine.evaluation.host.tasks import Task, list_suite  # noqa: E402
 
 GOAL = 1.20
 

@@ -24,6 +24,7 @@ from sage_engine.memory.retrieval import Filters
 from sage_engine.memory.store import Store, open_store, transfer
 from sage_engine.memory import validation
 from sage_engine.models import (
+    ProgressCallback,
     AddResult,
     Adoption,
     AdoptionReport,
@@ -50,11 +51,10 @@ from sage_engine.services.rulebook import RulebookService
 
 if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
-    from sage_engine.evaluation.tasks import Task
+    from sage_engine.evaluation.host.tasks import Task
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float, float | None, str], None]
 
 
 def open_config_store(config: Config) -> Store:
@@ -199,7 +199,7 @@ class Engine:
         return self.episodes.retrieve(key, query, filters, k, episode_id=episode_id, user=self.user)
 
     def evaluate(self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
-                 adopted: Sequence[Adoption] = (), trials: int | None = None, progress: Progress | None = None,
+                 adopted: Sequence[Adoption] = (), trials: int | None = None, progress: ProgressCallback | None = None,
                  candidate_path: str | None = None, cancel: threading.Event | None = None) -> EvalResult:
         """Check, evaluate (here or on a cluster host, no transaction open),
         then record the attempt once (its request id makes a repeat a no-op).
@@ -208,7 +208,8 @@ class Engine:
         the_task = self.load_task(task)
         self.episodes.check_attempt(episode_id, adopted)
         request_id = uuid.uuid4().hex
-        result = self.evaluation.run(the_task, source, backend=backend, trials=trials, progress=progress, cancel=cancel)
+        result = self.evaluation.harness.evaluate(the_task, source, backend=backend, trials=trials, progress=progress,
+                                                  cancel=cancel)
         return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path,
                                   request_id=request_id)
 
@@ -252,7 +253,7 @@ class Engine:
     # ----------------------------------------------------------- consolidation
 
     def consolidate(self, *, dry_run: bool = False, budget_tokens: int | None = None,
-                    progress: Progress | None = None) -> ConsolidationReport:
+                    progress: ProgressCallback | None = None) -> ConsolidationReport:
         return self.rulebook.consolidate(dry_run=dry_run, budget_tokens=budget_tokens, progress=progress, user=self.user)
 
     def revert_consolidation(self, consolidation_id: int) -> ConsolidationReport:
@@ -268,7 +269,7 @@ class Engine:
         return self.evaluation.list_tasks(level=level, family=family, suite_dir=suite_dir)
 
     def get_task(self, task_id: str) -> TaskSummary:
-        from sage_engine.evaluation.tasks import task_summary
+        from sage_engine.evaluation.host.tasks import task_summary
 
         return task_summary(self.load_task(task_id))
 
@@ -289,7 +290,7 @@ class Engine:
     @staticmethod
     def connect_cluster(config: Config) -> None:
         """Join the Ray cluster `config` evaluates on (RAY_ADDRESS); `BackendUnavailable` says how when it is not there."""
-        from sage_engine.evaluation.ray_executor import connect
+        from sage_engine.evaluation.cluster.ray import connect
 
         connect(config)
 
@@ -317,11 +318,11 @@ class Engine:
 
     def evaluation_hosts(self) -> list:
         """The hosts evaluations run on and their free NPU/GPU/CPU slots."""
-        return self.evaluation.executor.hosts()
+        return self.evaluation.harness.hosts()
 
     def running_evaluations(self) -> list:
         """Evaluations queued or running (on a cluster: every server's)."""
-        return self.evaluation.executor.running()
+        return self.evaluation.harness.running()
 
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         return self.evaluation.setup_backend(name, log=log, force=force)

@@ -13,12 +13,13 @@ ROOT = Path(__file__).resolve().parents[1]
 EVALUATION = "sage_engine.evaluation"
 # Lowest first: a module may import from its own layer or a lower one.
 LAYERS = (
-    ("protocol", "wire", "processes", "cgroups", "timing", "diagnostics"),  # shared by every process
+    ("protocol", "common"),  # shared by every process: what crosses the pipes, and processes, cgroups, timing, diagnostics
     ("child",),  # the reference and candidate processes
     ("worker",),  # the sandboxed worker that forks them
-    ("host", "tasks", "results", "static_checks"),  # the process that asks for evaluations
+    ("host",),  # the process that asks for evaluations
     ("backends",),
-    ("harness", "executor", "ray_executor", "ray_host"),  # the entry points
+    ("cluster",),  # evaluations on a Ray cluster
+    ("harness",),  # the one way in
 )
 SURFACE_MAY_IMPORT = ("sage_engine.engine", "sage_engine.models", "sage_engine.errors", "sage_engine.config",
                       "sage_engine.kernels", "sage_engine.agent")

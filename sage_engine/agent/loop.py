@@ -26,7 +26,7 @@ from sage_engine.models import Adoption, EvalResult, Lesson, ScoredItem
 
 if TYPE_CHECKING:
     from sage_engine.engine import Engine
-    from sage_engine.evaluation.tasks import Task
+    from sage_engine.evaluation.host.tasks import Task
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from sage_engine.agent.llm import ToolSpec
 from sage_engine.models import EvalResult, ScoredItem
 
 if TYPE_CHECKING:
-    from sage_engine.evaluation.tasks import Task
+    from sage_engine.evaluation.host.tasks import Task
 
 PROMPTS = Path(__file__).parent / "prompts"
 MAX_ITEM_CODE_CHARS = 1500  # a retrieved item's code is a hint, not a second reference

@@ -43,7 +43,7 @@ def select_tasks(engine: "Engine", suite: str, *, level: int | None = None, fami
     if suite == "bundled":
         found = {t.id: t.id for t in engine.list_tasks(level=level, family=family)}
     else:
-        from sage_engine.evaluation.tasks import list_suite
+        from sage_engine.evaluation.host.tasks import list_suite
 
         root = Path(suite).expanduser()
         if not root.is_dir():

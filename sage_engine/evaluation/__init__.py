@@ -1,15 +1,18 @@
-"""Kernel evaluation, laid out by the process each part runs in:
+"""Kernel evaluation: `harness.py` is the one way in; the folders are the
+layers, each laid out by the process it runs in, lowest first (a module
+imports only from its own layer or a lower one: `tests/test_layout.py`):
 
-- `host/`: the process that asks (server, CLI, a Ray worker on an evaluation
-  host): the worker pool, the sandbox, the timing turn, the build cache;
-- `worker/`: the sandboxed worker process that runs one evaluation at a
-  time: its children, their limits, the correctness and timing phases;
+- `protocol/` (what crosses every pipe, and `wire.py`, its bytes) and
+  `common/` (processes, cgroups, timing, diagnostics): shared by every process;
 - `child/`: the reference and candidate processes (and backends' child routines);
+- `worker/`: the sandboxed worker process that runs one evaluation at a
+  time: its children, their limits, the correctness, timing and profile phases;
+- `host/`: the process that asks (server, CLI, a Ray worker on an evaluation
+  host): the worker pool, the sandbox, the timing turn, the build cache, and
+  the host-side data (tasks, shape variants, static checks, results);
 - `backends/`: what each backend (cpu, triton, ascend-compile, npu, cuda)
-  asks of them; `harness.py`, `executor.py`, `ray_executor.py`: the entry points;
-- shared by all: `protocol.py` (what crosses every pipe), `wire.py` (its
-  bytes), `processes.py`, `cgroups.py`, `timing.py`, `diagnostics.py`;
-  host-side data: `tasks.py`, `results.py`, `static_checks.py`.
+  asks of them;
+- `cluster/`: evaluations on a Ray cluster's hosts.
 
 Names are imported lazily: the worker and children import the pure modules
 of this package under interpreters that may lack pydantic.
@@ -23,10 +26,10 @@ __all__ = ["Harness", "Task", "list_backends", "get_backend", "list_suite", "loa
 
 _LAZY = {
     "Harness": "sage_engine.evaluation.harness",
-    "Task": "sage_engine.evaluation.tasks",
-    "load_task": "sage_engine.evaluation.tasks",
-    "list_suite": "sage_engine.evaluation.tasks",
-    "task_summary": "sage_engine.evaluation.tasks",
+    "Task": "sage_engine.evaluation.host.tasks",
+    "load_task": "sage_engine.evaluation.host.tasks",
+    "list_suite": "sage_engine.evaluation.host.tasks",
+    "task_summary": "sage_engine.evaluation.host.tasks",
     "get_backend": "sage_engine.evaluation.backends.base",
     "list_backends": "sage_engine.evaluation.backends.base",
 }

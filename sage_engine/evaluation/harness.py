@@ -1,17 +1,21 @@
-"""The evaluation harness: the one object the Engine calls.
+"""The evaluation harness: the one way into an evaluation.
 
     with Harness(config) as harness:
         result = harness.evaluate(load_task("softmax"), source, backend="cpu")
 
 `evaluate` takes plain data (a task, the candidate's source, a backend name),
-returns an `EvalResult` for any candidate, however it fails, streams
-progress through a callback and honours a cancellation handle: once
-`cancel` (a `threading.Event`) is set, the evaluation's processes are
-killed within a second and `Cancelled` is raised. It raises otherwise
-only for caller mistakes (`InvalidInput`: empty or oversized source, bad
-trials: `check_call`) and unusable backends (`BackendUnavailable`, also when
-`sandbox_confinement = "required"` and this host cannot confine). It never
-touches the memory database.
+checks it once (the source and trials: `check_call`; the backend, with how
+this host confines candidates), and runs the evaluation here (this host's
+warm worker pool) or, with `Config.executor = "ray"`, on a cluster host
+that has the backend's resource (`cluster/ray.py`, which evaluates there
+through `evaluate_here`, this module's own path). It returns an
+`EvalResult` for any candidate, however it fails, streams progress through
+a callback and honours a cancellation handle: once `cancel` (a
+`threading.Event`) is set, the evaluation's processes are killed within a
+second and `Cancelled` is raised. It raises otherwise only for caller
+mistakes (`InvalidInput`) and unusable backends (`BackendUnavailable`, also
+when `sandbox_confinement = "required"` and this host cannot confine). It
+never touches the memory database.
 
 Safe to call from several threads at once: up to `Config.eval_workers`
 evaluations run side by side, each on its own worker, with timing phases
@@ -21,23 +25,25 @@ evaluating thread.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
-import time
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, Cancelled, InvalidInput
-from sage_engine.evaluation.backends.base import Backend, get_backend, with_confinement
+from sage_engine.evaluation.backends.base import Backend, Stamp, get_backend, with_confinement
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import confinement_for, sandboxing_for
 from sage_engine.evaluation.host.pool import WorkerPool
-from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, Diagnostic, EvalResult
+from sage_engine.evaluation.host.tasks import Task
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult, ProgressCallback
+
+if TYPE_CHECKING:
+    from sage_engine.evaluation.cluster.ray import HostSlots, RayExecutor, RunningEvaluation
 
 CLOSE_WAIT_S = 10.0  # closing cancels evaluations in flight and waits this long for them to return
 
-Progress = Callable[[float, "float | None", str], None]
 
 
 def check_call(config: Config, candidate_source: str, trials: int | None) -> int:
@@ -68,6 +74,7 @@ class Harness:
         self.pool = WorkerPool(warm=config.warm_pool, threads=config.eval_threads,
                                sandboxing=sandboxing_for(config, self.confinement), slots=config.eval_workers)
         self._backends: dict[str, Backend] = {}
+        self._cluster: RayExecutor | None = None
         self._lock = threading.Lock()
         self._active: set[threading.Event] = set()
         self._idle = threading.Condition(self._lock)
@@ -83,6 +90,16 @@ class Harness:
     def backend_status(self, name: str | None = None) -> BackendStatus:
         return with_confinement(self.backend(name).status(), self.confinement)
 
+    @property
+    def cluster(self) -> "RayExecutor":
+        """The Ray cluster this harness submits to (`executor = "ray"`), joined on first use."""
+        with self._lock:
+            if self._cluster is None:
+                from sage_engine.evaluation.cluster.ray import RayExecutor
+
+                self._cluster = RayExecutor(self.config, evaluate_here)
+            return self._cluster
+
     def evaluate(
         self,
         task: Task,
@@ -90,17 +107,17 @@ class Harness:
         *,
         backend: str | None = None,
         trials: int | None = None,
-        progress: Progress | None = None,
+        progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None,
     ) -> EvalResult:
         n_trials = check_call(self.config, candidate_source, trials)
-        if self.confinement.required and not self.confinement.confined:
-            raise BackendUnavailable(
-                f"evaluation refused: sandbox_confinement is 'required' but {self.confinement.detail}. "
-                f"Fix: {self.confinement.fix}"
-            )
-        chosen = self.backend(backend)
-        status = chosen.status()
+        name = backend or self.config.backend
+        if self.config.executor == "ray":
+            # Checked where it runs: the cluster host's backends and sandbox.
+            return self.cluster.evaluate(task, candidate_source, backend=name, trials=n_trials, progress=progress,
+                                         cancel=cancel)
+        chosen = self.backend(name)
+        status = self.backend_status(name)
         if not status.ready:
             raise BackendUnavailable(f"backend {status.name!r} is not ready: {status.reason}. {status.setup}".strip())
         handle = cancel or threading.Event()
@@ -108,20 +125,30 @@ class Harness:
             if self._closed:
                 raise InvalidInput("this Harness is closed; create a new one")
             self._active.add(handle)
+        stamp = Stamp(self.confinement.mode, socket.gethostname(),
+                      () if self.confinement.confined else (limits_only_note(self.confinement),))
         try:
-            start = time.monotonic()
-            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle)
+            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle,
+                                     stamp=stamp)
             if handle.is_set():
                 raise Cancelled("the evaluation was cancelled; nothing was recorded")
         finally:
             with self._lock:
                 self._active.discard(handle)
                 self._idle.notify_all()
-        update: dict = {"duration_s": round(time.monotonic() - start, 4), "confinement": self.confinement.mode,
-                        "host": socket.gethostname()}
-        if not self.confinement.confined:
-            update["diagnostics"] = [*result.diagnostics, limits_only_note(self.confinement)]
-        return result.model_copy(update=update)
+        return result
+
+    def hosts(self) -> list["HostSlots"]:
+        """Where evaluations run: this host, or the cluster's hosts and their free slots."""
+        from sage_engine.evaluation.cluster.ray import HostSlots, this_host
+
+        if self.config.executor == "ray":
+            return self.cluster.hosts()
+        return [HostSlots(this_host(), True, {"CPU": float(os.cpu_count() or 1)}, {})]
+
+    def running(self) -> list["RunningEvaluation"]:
+        """Evaluations queued or running on the cluster (every server's); none here otherwise."""
+        return self.cluster.running() if self.config.executor == "ray" else []
 
     def close(self) -> None:
         """Cancel evaluations in flight, wait for them briefly, stop every worker."""
@@ -142,3 +169,19 @@ class Harness:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+_here: dict[str, Harness] = {}
+_here_lock = threading.Lock()
+
+
+def evaluate_here(config: Config, task: Task, source: str, *, backend: str, trials: int | None,
+                  progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult:
+    """One evaluation on this host, for a cluster host (`cluster/ray.py`): one
+    harness (and warm worker pool) per process and config, since Ray reuses
+    its worker processes and later evaluations then start warm."""
+    key = repr(config)  # Config holds a dict, so it is not hashable itself
+    with _here_lock:
+        if key not in _here:
+            _here[key] = Harness(config.replace(executor="local"))
+        harness = _here[key]
+    return harness.evaluate(task, source, backend=backend, trials=trials, progress=progress, cancel=cancel)

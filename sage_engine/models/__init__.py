@@ -12,7 +12,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from sage_engine.models.base import _Model
+from sage_engine.evaluation.protocol.reports import CaseResult, TimingStats
+from sage_engine.models.base import ProgressCallback, _Model
 from sage_engine.models.profile import BandwidthPoint, KernelTime, MachineLimits, Profile, SideProfile
 
 ItemKind = Literal["experience", "rule"]
@@ -268,14 +269,6 @@ class ConsolidationReport(_Model):
 # ---------------------------------------------------------------------- evaluation
 
 
-class TimingStats(_Model):
-    median_ms: float
-    iqr_ms: float
-    mean_ms: float
-    min_ms: float
-    reps: int
-
-
 class Diagnostic(_Model):
     line: int | None = Field(None, description="1-based line in the candidate source")
     column: int | None = None
@@ -284,16 +277,6 @@ class Diagnostic(_Model):
     category: str = Field(description="e.g. syntax, import, mismatch, ub_overflow, cheat")
     message: str
     kernel: str | None = None
-
-
-class CaseResult(_Model):
-    case: dict[str, object] = Field(default_factory=dict)
-    trial: int
-    ok: bool
-    max_abs_error: float | None = None
-    max_rel_error: float | None = None
-    message: str = ""
-    variant: str = Field("", description="The shape variant this trial ran ('' for a declared case)")
 
 
 class VariantResult(_Model):

@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.memory import validation
-from sage_engine.models import BackendStatus, EvalResult, MachineLimits, TaskSummary
+from sage_engine.models import BackendStatus, MachineLimits, TaskSummary
 
 if TYPE_CHECKING:
-    from sage_engine.evaluation.executor import Executor
     from sage_engine.evaluation.harness import Harness
-    from sage_engine.evaluation.tasks import Task
+    from sage_engine.evaluation.host.tasks import Task
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suite" / "tasks"
 
@@ -31,50 +30,28 @@ class EvaluationService:
     def __init__(self, config: Config):
         self.config = config
         self._harness: Harness | None = None
-        self._executor: Executor | None = None
         self._lock = threading.Lock()
 
     @property
     def harness(self) -> "Harness":
-        # Imported lazily: servers start fast and memory-only commands never
-        # pay for the evaluation stack.
-        if self._harness is None:
-            from sage_engine.evaluation.harness import Harness
-
-            self._harness = Harness(self.config)
-        return self._harness
-
-    @property
-    def executor(self) -> "Executor":
-        """Local (this machine's harness) or Ray (the cluster's hosts), made
-        on first use: memory-only commands never connect to a cluster."""
+        """The one way into an evaluation, here or on a cluster (made on first
+        use, imported lazily: servers start fast and memory-only commands
+        never pay for the evaluation stack or join a cluster)."""
         with self._lock:
-            if self._executor is None:
-                if self.config.executor == "ray":
-                    from sage_engine.evaluation.ray_executor import RayExecutor
+            if self._harness is None:
+                from sage_engine.evaluation.harness import Harness
 
-                    self._executor = RayExecutor(self.config)
-                else:
-                    from sage_engine.evaluation.executor import LocalExecutor
-
-                    self._executor = LocalExecutor(lambda: self.harness)
-            return self._executor
-
-    def run(self, task: "Task", source: str, *, backend: str | None, trials: int | None,
-            progress: Callable | None, cancel: threading.Event | None) -> EvalResult:
-        return self.executor.evaluate(task, source, backend=backend or self.config.backend, trials=trials,
-                                      progress=progress, cancel=cancel)
+                self._harness = Harness(self.config)
+            return self._harness
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.close()
         if self._harness is not None:
             self._harness.close()
 
     # ----------------------------------------------------------------- tasks
 
     def load_task(self, spec: str) -> "Task":
-        from sage_engine.evaluation.tasks import load_task
+        from sage_engine.evaluation.host.tasks import load_task
 
         validation.check_text("task", spec, self.config.max_candidate_chars, required=True)
         inline = "class Model" in spec and "\n" in spec
@@ -92,7 +69,7 @@ class EvaluationService:
 
     def list_tasks(self, *, level: int | None = None, family: str | None = None,
                    suite_dir: Path | str | None = None) -> list[TaskSummary]:
-        from sage_engine.evaluation.tasks import list_suite, task_summary
+        from sage_engine.evaluation.host.tasks import list_suite, task_summary
 
         if suite_dir is not None:
             suite_dir = self.check_path(Path(suite_dir))
@@ -100,7 +77,7 @@ class EvaluationService:
 
     def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None,
                     family: str | None = None) -> list["Task"]:
-        from sage_engine.evaluation.tasks import list_suite
+        from sage_engine.evaluation.host.tasks import list_suite
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
         return list_suite(folder, level=level, family=family)

@@ -11,17 +11,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Callable
 
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput
 from sage_engine.memory import consolidation as ugc
 from sage_engine.memory.store import Store
-from sage_engine.models import ConsolidationReport, Item, RuleDraft
+from sage_engine.models import ConsolidationReport, Item, RuleDraft, ProgressCallback
 
 log = logging.getLogger(__name__)
 
-Progress = Callable[[float, float | None, str], None]
 Draft = tuple[list[Item], RuleDraft, str]
 
 
@@ -29,7 +27,7 @@ class RulebookService:
     def __init__(self, store: Store, config: Config, abstractor: ugc.RuleAbstractor):
         self.store, self.config, self.abstractor = store, config, abstractor
 
-    def consolidate(self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: Progress | None = None,
+    def consolidate(self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None,
                     user: str | None = None) -> ConsolidationReport:
         budget = budget_tokens or self.config.budget_tokens
         if budget <= 0 or budget > 200_000:

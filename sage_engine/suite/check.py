@@ -37,15 +37,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sage_engine.config import Config
+from sage_engine.models import ProgressCallback
 from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import Task
+from sage_engine.evaluation.host.tasks import Task
 from sage_engine.suite import causes, randomness, source
 
-Progress = Callable[[int, int, str], None]
 # The bar a sound suite clears on the cpu backend (docs/suite.md).
 GOAL_CORRECT_PCT = 99.0  # of the tasks that can run on the backend
 GOAL_SPEEDUP = (0.95, 1.05)  # median self-speedup: timing treats both sides alike
@@ -103,7 +103,7 @@ class SuiteCheck:
 
 
 def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int | None = None,
-                trials: int | None = None, progress: Progress | None = None,
+                trials: int | None = None, progress: ProgressCallback | None = None,
                 rows: Path | None = None) -> SuiteCheck:
     """Self-check `tasks` on `backend` with `jobs` evaluations at a time (`default_jobs` when None)."""
     backend = backend or config.backend
@@ -170,7 +170,7 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
 def select_tasks(suite_dir: Path | None = None, task_ids: list[str] | tuple[str, ...] | None = None) -> list[Task]:
     """The bundled suite, or every task directory in `suite_dir`; only `task_ids` when given."""
     from sage_engine.errors import NotFound
-    from sage_engine.evaluation.tasks import list_suite
+    from sage_engine.evaluation.host.tasks import list_suite
 
     if suite_dir is not None and not Path(suite_dir).is_dir():
         raise InvalidInput(f"suite folder {suite_dir} does not exist")
@@ -360,7 +360,7 @@ def _imports_from(candidate: str, roots: tuple[str, ...]) -> bool:
 
 
 def _bundled(task: Task) -> bool:
-    from sage_engine.evaluation.tasks import default_suite_dir
+    from sage_engine.evaluation.host.tasks import default_suite_dir
 
     return task.reference_path is not None and default_suite_dir() in task.reference_path.parents
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.errors import Conflict, InvalidInput
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 _LEVEL_RE = re.compile(r"level_?(\d+)", re.IGNORECASE)
 HELPER_DIR = "lib"  # where a task keeps the benchmark's helper packages

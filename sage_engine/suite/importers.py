@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sage_engine.errors import InvalidInput
-from sage_engine.evaluation.tasks import DEFAULT_SEED
+from sage_engine.models import ProgressCallback
+from sage_engine.evaluation.host.tasks import DEFAULT_SEED
 from sage_engine.suite import kernelbench, multikernelbench, npukernelbench
 from sage_engine.suite import source as src
 from sage_engine.suite.common import ImportedTask, benchmark_root, git_commit, write_task
 
 SCALES = ("cpu",)
-Progress = Callable[[int, int, str], None]
 
 
 def detect_layout(path: Path) -> str | None:
@@ -79,7 +79,7 @@ def _not_a_task_folder(py: Path, root: Path) -> bool:
 
 
 def import_tasks(src_path: Path, dest: Path, *, overwrite: bool = False, max_cases: int | None = None,
-                 scale: str | None = None, backend: Any = None, progress: Progress | None = None,
+                 scale: str | None = None, backend: Any = None, progress: ProgressCallback | None = None,
                  ) -> list[ImportedTask]:
     """Convert every task found at `src_path` into a task directory under
     `dest`. `scale="cpu"` needs `backend` (a sandbox backend) to size them."""
@@ -133,7 +133,7 @@ def _convert(path: Path, layout: str, max_cases: int | None):
     return kernelbench.convert(path, seed=DEFAULT_SEED)
 
 
-def _scale_all(tasks: list[ImportedTask], backend: Any, progress: Progress | None) -> None:
+def _scale_all(tasks: list[ImportedTask], backend: Any, progress: ProgressCallback | None) -> None:
     from sage_engine.suite.scaling import scale_task
 
     for index, task in enumerate(tasks):

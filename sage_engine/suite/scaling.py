@@ -11,12 +11,13 @@ into reference.py, and the original values into task.json's `origin.scaled`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 from sage_engine.suite import sizes
 
 PROBE_RUNNER = "sage_engine.suite.probe:run_probe"
@@ -51,9 +52,9 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
     """Choose CPU sizes for the task in `task_dir` and write them into it."""
     task = load_task(task_dir)
     report = ScaleReport(task.id, notes=[])
-    request = backend.build_request(task, "# sizing probe\n", 1)
-    request.runner, request.timeout_s, request.timing = PROBE_RUNNER, settings.timeout_s, None
-    request.runner_args = {"scale": {k: v for k, v in asdict(settings).items() if k != "timeout_s"}}
+    request = dataclasses.replace(
+        backend.build_request(task, "# sizing probe\n", 1), runner=PROBE_RUNNER, timeout_s=settings.timeout_s,
+        timing=None, runner_args={"scale": {k: v for k, v in asdict(settings).items() if k != "timeout_s"}})
     outcome = backend.pool.run(request, backend.launch_for(task), lambda event: None)
     result = outcome.runner_result or {}
     if "scale" not in result:

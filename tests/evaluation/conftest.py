@@ -12,7 +12,7 @@ import pytest
 
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import Task, load_task
+from sage_engine.evaluation.host.tasks import Task, load_task
 
 HERE = Path(__file__).parent
 FIXTURE_TASKS = HERE / "fixtures" / "tasks"

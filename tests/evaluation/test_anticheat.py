@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_engine.evaluation.static_checks import check_source
+from sage_engine.evaluation.host.static_checks import check_source
 
 from tests.evaluation.conftest import FIXTURE_TASKS
 

@@ -15,7 +15,7 @@ from sage_engine.engine import Engine
 from sage_engine.errors import BackendUnavailable
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host import calibration
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.conftest import fast_config
 

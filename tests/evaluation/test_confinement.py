@@ -22,11 +22,11 @@ import pytest
 
 from sage_engine.errors import BackendUnavailable
 from sage_engine.errors import Cancelled
-from sage_engine.evaluation import results
+from sage_engine.evaluation.host import results
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import Launch
-from sage_engine.evaluation.host.leftovers import process_start, sweep_leftovers
+from sage_engine.evaluation.host.launch import process_start, sweep_leftovers
 from sage_engine.evaluation.protocol import MAX_TASKS
 
 from tests.conftest import require

@@ -12,7 +12,7 @@ import pytest
 from sage_engine.config import BACKENDS
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.evaluation.backends.base import list_backends
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.conftest import FIXTURE_TASKS, as_own_candidate, fast_config, fixture_task
 

@@ -17,7 +17,7 @@ import pytest
 
 from sage_engine.engine import Engine
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.conftest import fast_config
 from tests.evaluation.hostile_support import HOSTILE, RELU, Victim, header, memory_rows, processes_with

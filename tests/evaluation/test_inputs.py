@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 TRIALS = 2
 ROWS, COLS = 1024, 1024  # 4 MiB of float32: a pipe copy would show

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sage_engine.evaluation import results
+from sage_engine.evaluation.host import results
 from sage_engine.evaluation.backends.base import _ProgressRelay
 from sage_engine.evaluation.host import roofline
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.conftest import as_own_candidate, fast_config
 

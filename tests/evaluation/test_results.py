@@ -5,10 +5,10 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from sage_engine.evaluation.diagnostics import compiler_errors
-from sage_engine.evaluation.results import from_outcome
-from sage_engine.evaluation.processes import TailBuffer
-from sage_engine.evaluation.protocol import CaseRow, Outcome, Report
+from sage_engine.evaluation.common.diagnostics import compiler_errors
+from sage_engine.evaluation.host.results import from_outcome
+from sage_engine.evaluation.common.processes import TailBuffer
+from sage_engine.evaluation.protocol import CaseResult, Outcome, Report
 
 BASE = {"task": "t", "backend": "cpu", "hardware": "x86_64-avx2", "candidate_hash": "0" * 16}
 
@@ -35,7 +35,7 @@ def test_a_report_that_comes_with_too_many_processes_is_still_crashed():
 
 
 def test_timeout_says_how_far_correctness_got():
-    status, message = status_of(Outcome(killed="timeout", cases=[CaseRow({}, 0, True)]))
+    status, message = status_of(Outcome(killed="timeout", cases=[CaseResult({}, 0, True)]))
     assert status == "timeout" and "while checking case 1/1" in message and "1 correctness trial" in message
 
 
@@ -61,20 +61,20 @@ def test_unmappable_compiler_error_falls_back_to_the_load_inline_line(tmp_path: 
 
 
 def test_a_speedup_is_trusted_only_where_nothing_says_it_cannot_be():
-    from sage_engine.evaluation.results import speedup_trust
-    from sage_engine.models import EvalResult, Profile
+    from sage_engine.evaluation.host.results import speedup_trust
+    from sage_engine.models import Profile
 
-    def result(speedup, **fields):
-        return EvalResult(status="correct", correct=True, speedup=speedup, **BASE, **fields)
+    def trust(speedup, profile=None, degenerate=None):
+        return speedup_trust(speedup, profile, degenerate, 20.0)
 
-    assert speedup_trust(result(None), 20.0) == (None, None)
-    assert speedup_trust(result(3.0), 20.0) == (True, None)
-    trusted, why = speedup_trust(result(50.0), 20.0)  # no profile to confirm it moved its bytes
+    assert trust(None) == (None, None)
+    assert trust(3.0) == (True, None)
+    trusted, why = trust(50.0)  # no profile to confirm it moved its bytes
     assert trusted is False and why.startswith("unverified: 50.0x is past 20x")
     confirmed = Profile(source="cpu-ops", bytes=1 << 20, peak_gbps=20.0, fewer_flops="an algebraic shortcut")
-    assert speedup_trust(result(50.0, profile=confirmed), 20.0) == (True, None)
+    assert trust(50.0, profile=confirmed) == (True, None)
     skipped = confirmed.model_copy(update={"impossible": "its time implies 90 GB/s"})
-    trusted, why = speedup_trust(result(3.0, profile=skipped), 20.0)
+    trusted, why = trust(3.0, profile=skipped)
     assert trusted is False and "skipped reading inputs" in why
-    trusted, why = speedup_trust(result(3.0, degenerate="the output was the same for all 3 input sets"), 20.0)
+    trusted, why = trust(3.0, degenerate="the output was the same for all 3 input sets")
     assert trusted is False and "a constant passes" in why

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sage_engine.evaluation import cgroups, processes
+from sage_engine.evaluation.common import cgroups, processes
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.launch import Launch
 
@@ -184,7 +184,7 @@ def test_cold_child_sees_no_secrets(eval_cache, relu, monkeypatch):
 
 
 def test_an_interpreter_that_cannot_start_gives_a_crashed_result(eval_cache, relu):
-    from sage_engine.evaluation.backends.cpu import CpuBackend
+    from sage_engine.evaluation.backends.base import CpuBackend
 
     class MissingPython(CpuBackend):
         def launch(self) -> Launch:
@@ -256,7 +256,7 @@ def test_tasks_with_their_own_helpers_run_confined_and_leave_no_workers_behind(h
     """Import roots under a folder the sandbox hides are bound read-only for
     that evaluation; each such task gets a one-off sandbox, not a warm pool
     of its own that would outlive it."""
-    from sage_engine.evaluation.tasks import load_task
+    from sage_engine.evaluation.host.tasks import load_task
     from tests.evaluation.conftest import as_own_candidate
 
     harness.evaluate(fixture_task("relu"), as_own_candidate(fixture_task("relu")))  # the shared pool is up

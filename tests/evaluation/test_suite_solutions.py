@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sage_engine.evaluation.tasks import default_suite_dir, list_suite, load_task
+from sage_engine.evaluation.host.tasks import default_suite_dir, list_suite, load_task
 
 from tests.evaluation.conftest import FIXTURE_TASKS, as_own_candidate
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sage_engine.errors import InvalidInput, NotFound
-from sage_engine.evaluation.tasks import list_suite, load_task, task_summary
+from sage_engine.evaluation.host.tasks import list_suite, load_task, task_summary
 
 from tests.evaluation.conftest import FIXTURE_TASKS
 

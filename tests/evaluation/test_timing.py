@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from sage_engine.evaluation.timing import DeviceTimer, get_timer, measure_alternating, speedup, stats
+from sage_engine.evaluation.common.timing import DeviceTimer, get_timer, measure_alternating, speedup, stats
 
 
 def test_stats_give_median_iqr_mean_min_in_milliseconds():
@@ -165,7 +165,7 @@ def test_the_host_timer_keeps_what_runs_before_each_call_out_of_its_time():
         seen.append(f"call {i}")
         time.sleep(0.001)
 
-    from sage_engine.evaluation.timing import perf_counter_timer
+    from sage_engine.evaluation.common.timing import perf_counter_timer
 
     seconds = perf_counter_timer(call, 3, before)
     assert seen == ["before 0", "call 0", "before 1", "call 1", "before 2", "call 2"]

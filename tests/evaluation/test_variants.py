@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sage_engine.evaluation.host.variants import odd_size, small_size, variants_for
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 REFERENCE = ("import torch\nimport torch.nn as nn\n\nbatch_size = 16\ndim = 393216\ninput_shape = (3, 240, 240)\n"
              "kernel_size = 32\nblock_size = 64\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"

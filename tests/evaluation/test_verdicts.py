@@ -10,7 +10,7 @@ import re
 import pytest
 
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 from tests.evaluation.conftest import CHEATS, as_own_candidate, fast_config, fixture_task
 
 
@@ -180,7 +180,7 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
     # names) and makes every timed interval read half as long as it was.
     candidate = (
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
-        "clock = sys.__dict__['mod' + 'ules']['sage_engine.evaluation.timing']\n"
+        "clock = sys.__dict__['mod' + 'ules']['sage_engine.evaluation.common.timing']\n"
         "real = time.perf_counter\nclock._perf = lambda: real() * 0.5\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n")
     result = harness.evaluate(fixture_task("matmul"), candidate)

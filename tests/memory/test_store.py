@@ -1,7 +1,6 @@
 """The store: migrations, export/import, bad input, dedup, lexical-search
 safety, scopes and authors; on SQLite and on PostgreSQL."""
 
-import json
 
 import pytest
 

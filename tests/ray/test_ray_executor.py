@@ -22,7 +22,7 @@ from sage_engine.engine import Engine
 from sage_engine.errors import BackendUnavailable
 from sage_engine.models import EvalResult
 from sage_mcp.cli import cli
-from tests.mcp.mcp_support import connect, text
+from tests.mcp.mcp_support import connect
 from tests.ray.conftest import LABEL
 
 REFERENCE = """import torch
@@ -76,7 +76,7 @@ def running_node(cluster, since: float, within: float = 60.0):
     """The worker node running the (only) evaluation submitted after `since`
     (time.time()), once Ray says it runs: the state API lags, so a finished
     earlier evaluation can still read RUNNING for a moment."""
-    from sage_engine.evaluation.ray_executor import evaluation_tasks
+    from sage_engine.evaluation.cluster.ray import evaluation_tasks
 
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -181,7 +181,7 @@ async def test_two_clients_evaluate_at_once(ray_cluster, tmp_path):
 
 
 async def test_cancelling_the_request_cancels_the_remote_evaluation(ray_cluster, tmp_path):
-    from sage_engine.evaluation.ray_executor import evaluation_tasks
+    from sage_engine.evaluation.cluster.ray import evaluation_tasks
 
     config = ray_config(ray_cluster, tmp_path)
     since = time.time()
@@ -199,7 +199,7 @@ async def test_cancelling_the_request_cancels_the_remote_evaluation(ray_cluster,
 
 
 def test_an_unreachable_cluster_is_a_clear_error_naming_ray_address_and_local_still_works(tmp_path):
-    from sage_engine.evaluation.ray_executor import connect as ray_connect
+    from sage_engine.evaluation.cluster.ray import connect as ray_connect
 
     started = time.monotonic()
     with pytest.raises(BackendUnavailable, match="RAY_ADDRESS=127.0.0.1:1"):

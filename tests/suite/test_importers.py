@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from sage_engine.errors import Conflict, InvalidInput
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 from sage_engine.suite.importers import detect_layout, find_tasks, import_tasks
 from sage_engine.suite.npukernelbench import column_values
 

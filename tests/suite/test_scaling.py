@@ -4,13 +4,12 @@ into the task, originals recorded."""
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 from sage_engine.suite import sizes
 from sage_engine.suite.check import check_task
 from sage_engine.suite.importers import import_tasks

@@ -10,7 +10,7 @@ import types
 import pytest
 import torch
 
-from sage_engine.evaluation import static_checks
+from sage_engine.evaluation.host import static_checks
 from sage_engine.suite import randomness, source
 
 

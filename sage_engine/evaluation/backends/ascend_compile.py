@@ -17,6 +17,7 @@ the child-side code is `ascend_worker.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import subprocess
 import threading
@@ -25,15 +26,15 @@ from typing import Any, Callable
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation import results
+from sage_engine.evaluation.host import results
 from sage_engine.evaluation.host import machine
 from sage_engine.evaluation.backends import venv
 from sage_engine.evaluation.backends.ascend_diagnostics import KernelVerdict, classify_kernel
-from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
+from sage_engine.evaluation.backends.base import SandboxBackend, Stamp, _ProgressRelay
 from sage_engine.evaluation.host.launch import Launch
 from sage_engine.evaluation.protocol import MAX_TASKS, TimingOptions
-from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, Diagnostic, EvalResult
+from sage_engine.evaluation.host.tasks import Task
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult, ProgressCallback
 
 NAME = "ascend-compile"
 WORKER = "sage_engine.evaluation.child.ascend"
@@ -156,23 +157,21 @@ class AscendCompileBackend(SandboxBackend):
 
     # -------------------------------------------------------------- evaluation
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
-                 cancel: threading.Event | None = None) -> EvalResult:
-        ready, reason = self._ready()
-        if not ready:
-            raise BackendUnavailable(f"{reason}; run `{SETUP_COMMAND}`")
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
+                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
         chips = supported_chips(bishengir_path(self.env_path()))
         if self.config.chip not in chips:
             raise InvalidInput(f"chip {self.config.chip!r} is not a target of the Ascend compile gate; "
                                f"set SAGE_CHIP to one of {', '.join(chips)}")
-        report = _ProgressRelay(progress, total=3 + len(task.case_rows))
-        first, outcome = self.run_sandbox(task, source, trials, report, cancel)
+        report = _ProgressRelay(progress)
+        first, outcome = self.run_sandbox(task, source, trials, report, cancel, stamp)
         if outcome is None:
             report.finish(first.status)
             return first
-        launches = (outcome.report.fields.get("launches") if outcome.report else None) or []
+        hook = outcome.report.hook if outcome.report is not None else None
+        launches = hook.launches if hook is not None else []
         info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
-        checked = (outcome.report.fields.get("autotune") if outcome.report else None) or {}
+        checked = hook.autotune if hook is not None else {}
         if checked:
             info["autotune"] = checked
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
@@ -181,7 +180,7 @@ class AscendCompileBackend(SandboxBackend):
                 for d in first.diagnostics if d.category == "grid_too_large"
             ], launches)
         elif first.status in ("correct", "incorrect", "runtime_error") and launches:
-            report(2 + len(task.case_rows), f"lowering {len(launches)} kernel launch(es) for {self.config.chip}")
+            report(report.total - 0.5, f"lowering {len(launches)} kernel launch(es) for {self.config.chip}")
             verdicts = self._compile(task, source, trials, launches, cancel)
             if isinstance(verdicts, EvalResult):
                 result = verdicts
@@ -206,10 +205,11 @@ class AscendCompileBackend(SandboxBackend):
 
     def _compile(self, task: Task, source: str, trials: int, launches: list,
                  cancel: threading.Event | None) -> list[KernelVerdict] | EvalResult:
-        request = self.build_request(task, source, trials)
-        request.runner, request.env = f"{WORKER}:run_compile", {"TRITON_DISABLE_LINE_INFO": "false"}
-        request.runner_args = {"launches": launches, "chip": self.config.chip,
-                               "bishengir": str(bishengir_path(self.env_path())), "bishengir_flags": list(BISHENGIR_FLAGS)}
+        request = dataclasses.replace(
+            self.build_request(task, source, trials), runner=f"{WORKER}:run_compile",
+            env={"TRITON_DISABLE_LINE_INFO": "false"},
+            runner_args={"launches": launches, "chip": self.config.chip, "bishengir": str(bishengir_path(self.env_path())),
+                         "bishengir_flags": list(BISHENGIR_FLAGS)})
         outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None, cancel)
         if outcome.runner_result is None or "kernels" not in outcome.runner_result:
             failed = results.from_outcome(

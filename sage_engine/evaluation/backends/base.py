@@ -30,35 +30,34 @@ import importlib
 import logging
 import os
 import secrets
+import shutil
 import threading
+import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from sage_engine.config import BACKENDS, Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
-from sage_engine.evaluation import results, static_checks
-from sage_engine.evaluation.host import confine, machine
+from sage_engine.evaluation.host import calibration as host_limits
+from sage_engine.evaluation.host import confine, machine, results, roofline, static_checks
 from sage_engine.evaluation.host.launch import Launch, confinement_for, sandboxing_for
 from sage_engine.evaluation.host.pool import WorkerPool
-from sage_engine.evaluation.backends import limits as measured_limits
-from sage_engine.evaluation.backends.ncu import with_ncu
-from sage_engine.evaluation.host import roofline
 from sage_engine.evaluation.host.variants import variants_for
 from sage_engine.evaluation.protocol import (MAX_TASKS, BuildSpec, Event, Limits, Outcome, ProfileOptions,
-                                             Progress as ProgressEvent, Request, TimingOptions, VerdictOptions)
-from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, Diagnostic, EvalResult, MachineLimits
+                                             ProgressEvent, Request, TimingOptions, VerdictOptions)
+from sage_engine.evaluation.host.tasks import Task
+from sage_engine.models import BackendStatus, Diagnostic, EvalResult, MachineLimits, ProgressCallback
 
 log = logging.getLogger(__name__)
-Progress = Callable[[float, "float | None", str], None]
 
 REGISTRY: dict[str, tuple[str, str]] = {
-    "cpu": ("sage_engine.evaluation.backends.cpu", "CpuBackend"),
+    "cpu": ("sage_engine.evaluation.backends.base", "CpuBackend"),
     "triton": ("sage_engine.evaluation.backends.triton_interp", "TritonInterpreterBackend"),
     "ascend-compile": ("sage_engine.evaluation.backends.ascend_compile", "AscendCompileBackend"),
-    "npu": ("sage_engine.evaluation.backends.npu", "NpuBackend"),
-    "cuda": ("sage_engine.evaluation.backends.cuda", "CudaBackend"),
+    "npu": ("sage_engine.evaluation.backends.device", "NpuBackend"),
+    "cuda": ("sage_engine.evaluation.backends.device", "CudaBackend"),
 }
 SETUP_HINTS: dict[str, str] = {
     "ascend-compile": "needs its own virtualenv with triton-ascend, ascendnpu-ir, pybind11 and numpy<2 "
@@ -66,6 +65,17 @@ SETUP_HINTS: dict[str, str] = {
     "npu": "needs an Ascend NPU host with CANN and a matching torch_npu installed",
     "cuda": "needs an NVIDIA GPU and a CUDA build of torch",
 }
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What the harness knows of an evaluation that its backend does not:
+    how this host confines candidates, its name, and notes every result of
+    it carries (limits-only confinement). Goes into the result as it is built."""
+
+    confinement: str = ""
+    host: str | None = None
+    notes: tuple[Diagnostic, ...] = ()
 
 
 class Backend(ABC):
@@ -91,8 +101,8 @@ class Backend(ABC):
 
     @abstractmethod
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
-        cancel: threading.Event | None = None,
+        self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
     ) -> EvalResult:
         """A result for any candidate, however it fails; never raises for candidate faults.
         Once `cancel` is set the evaluation's processes are killed and it returns at once."""
@@ -150,14 +160,14 @@ class SandboxBackend(Backend):
 
     def calibration(self, *, force: bool = False) -> MachineLimits:
         """This host's measured limits for this backend: cached, or measured (and cached) now."""
-        return measured_limits.measured(self, force=force)
+        return host_limits.measured(self, force=force)
 
     def judging(self, outcome: Outcome | None, report: "_ProgressRelay") -> dict[str, Any]:
         """What `results.from_outcome` needs to judge a profile: the limits, measured first if need be."""
         c = self.config
         if outcome is None or outcome.report is None or outcome.report.profile is None:
             return {}
-        found, note = measured_limits.cached(self), ""
+        found, note = host_limits.cached(self), ""
         if found is None:
             report(report.total - 0.5, "measuring this host's limits (once per host and backend)")
             try:
@@ -170,13 +180,18 @@ class SandboxBackend(Backend):
     def hardware(self) -> str:
         return machine.cpu_hardware()
 
-    def base_fields(self, task: Task, source: str) -> dict[str, Any]:
+    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
+                    ) -> dict[str, Any]:
+        """The fields every result of this evaluation has, whatever became of it."""
         return {"task": task.id, "backend": self.name, "hardware": self.hardware(),
-                "candidate_hash": machine.candidate_hash(source), "versions": dict(machine.host_versions())}
+                "candidate_hash": machine.candidate_hash(source), "versions": dict(machine.host_versions()),
+                "confinement": stamp.confinement, "host": stamp.host,
+                "duration_s": round(time.monotonic() - started, 4) if started is not None else 0.0}
 
-    def static_check(self, task: Task, source: str) -> EvalResult | None:
+    def static_check(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
+                     ) -> EvalResult | None:
         """Syntax and anti-cheat checks before anything runs."""
-        base = self.base_fields(task, source)
+        base = self.base_fields(task, source, stamp, started)
         ref_names = [task.id, task.reference_path.stem if task.reference_path else ""]
         if task.reference_path is not None and task.reference_path.name == "reference.py":
             ref_names.append(task.reference_path.parent.name)
@@ -186,26 +201,33 @@ class SandboxBackend(Backend):
             diag = Diagnostic(category="syntax", message=f"SyntaxError: {exc.msg}", line=exc.lineno,
                               column=exc.offset)
             return EvalResult(**base, status="compile_error", message=f"line {exc.lineno}: SyntaxError: {exc.msg}",
-                              diagnostics=[diag], timing_representative=self.timing_representative)
+                              diagnostics=[diag, *stamp.notes], timing_representative=self.timing_representative)
         if not findings:
             return None
         diags = [Diagnostic(category="cheat", message=f"[{f.rule}] {f.message}", line=f.line, column=f.column)
                  for f in findings]
         first = findings[0]
         return EvalResult(**base, status="rejected", message=f"line {first.line}: {first.message}",
-                          diagnostics=diags, timing_representative=self.timing_representative)
+                          diagnostics=[*diags, *stamp.notes], timing_representative=self.timing_representative)
 
     def build_request(self, task: Task, source: str, trials: int) -> Request:
+        """The whole request, complete and frozen: nothing downstream changes it."""
         c = self.config
         spec = task.spec()
         if c.shape_variants:
             spec = dataclasses.replace(spec, variants=variants_for(task, c.edge_scale))
+        build = self.build_spec(source)
+        env = dict(self.child_env(task, source))
+        for var, sub in (build.vars.items() if build is not None else ()):
+            env[var] = os.path.join(build.inside, sub) if sub else build.inside
+        timing_options = self.timing_options()
         return Request(
             token=secrets.token_hex(16), task=spec, timeout_s=c.eval_timeout_s, limits=self.limits(),
             candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
-            device=self.device, timing=self.timing_options(), env=self.child_env(task, source), runner=self.runner,
+            device=self.device, timing=timing_options, env=env, runner=self.runner,
             candidate_hook=self.candidate_hook, candidate_hook_args=self.candidate_hook_args(),
-            build=self.build_spec(source), profile=self.profile_options(),
+            build=build, profile=self.profile_options(),
+            progress_total=2 + len(spec.cases) + len(spec.variants) + (1 if timing_options else 0),
             seed=c.eval_seed if c.eval_seed is not None else secrets.randbits(31),
             verdict=VerdictOptions(small_output_factor=c.small_output_factor, stale_checks=c.stale_checks,
                                    stale_changes=c.stale_changes, churn_swaps=c.churn_swaps),
@@ -231,40 +253,51 @@ class SandboxBackend(Backend):
         # The real path: the sandbox binds each cache folder where it really
         # lies, so a cache behind a symlink (a linked ~/.cache) is named that way.
         cache = Path(os.path.realpath(self.config.cache_dir / self.build_namespace)) / own
-        return BuildSpec(key=f"{self.build_namespace}/{own}", cache=str(cache), vars=self.build_vars())
+        key = f"{self.build_namespace}/{own}"
+        # Confined, the sandbox sees a private copy of the folder at its mount;
+        # limits only, there is no copy to make: the cache's own folder.
+        inside = os.path.join(confine.BUILD_MOUNT, key) if self.pool.sandboxing.confinement.confined else str(cache)
+        return BuildSpec(key=key, cache=str(cache), vars=self.build_vars(), inside=inside)
 
-    def progress_steps(self, task: Task) -> int:
-        variants = len(variants_for(task, self.config.edge_scale)) if self.config.shape_variants else 0
-        return 2 + len(task.case_rows) + variants + (1 if self.timing_options() else 0)
 
     def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay",
-                    cancel: threading.Event | None = None) -> tuple[EvalResult, Any]:
+                    cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
+                    started: float | None = None) -> tuple[EvalResult, Any]:
         """Static checks, then the candidate in the sandbox. Returns the
         result and the worker's raw outcome (None when the static checks
         decided), so a backend can add what its children reported."""
+        started = time.monotonic() if started is None else started
         report(0, "running static checks")
-        early = self.static_check(task, source)
+        early = self.static_check(task, source, stamp, started)
         if early is not None:
             return early, None
         request = self.build_request(task, source, trials)
+        report.total = float(request.progress_total)
         outcome = self.pool.run(request, self.launch_for(task), report.on_event, cancel)
+        judging = self.judging(outcome, report)
         result = results.from_outcome(
-            outcome, base={**self.base_fields(task, source), "seed": request.seed}, timeout_s=self.config.eval_timeout_s,
-            max_tasks=MAX_TASKS, timing_representative=self.timing_representative,
-            suspicious_speedup=self.config.suspicious_speedup, last_progress=report.last_message,
-            **self.judging(outcome, report),
+            outcome, base={**self.base_fields(task, source, stamp, started), "seed": request.seed},
+            notes=stamp.notes, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
+            timing_representative=self.timing_representative, suspicious_speedup=self.config.suspicious_speedup,
+            last_progress=report.last_message, **judging,
         )
         return result, outcome
 
+    def ncu_metrics(self, task: Task, source: str, result: EvalResult) -> EvalResult:
+        """Nsight Compute metrics in the profile: read on the cuda backend only (`device.py`)."""
+        profile = result.profile.model_copy(deep=True)
+        profile.notes.append(f"ncu metrics were asked for, but they are read on the cuda backend only, not {self.name}")
+        return result.model_copy(update={"profile": profile})
+
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
-        cancel: threading.Event | None = None,
+        self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
     ) -> EvalResult:
-        report = _ProgressRelay(progress, total=self.progress_steps(task))
-        result, _ = self.run_sandbox(task, source, trials, report, cancel)
+        report = _ProgressRelay(progress)
+        result, _ = self.run_sandbox(task, source, trials, report, cancel, stamp)
         if result.profile is not None and self.config.profile_ncu and not (cancel is not None and cancel.is_set()):
             report(report.total - 0.5, "reading Nsight Compute metrics")
-            result = with_ncu(self, task, source, result)
+            result = self.ncu_metrics(task, source, result)
         report.finish(result.status)
         return result
 
@@ -273,7 +306,7 @@ class _ProgressRelay:
     """Forwards the child's progress events to the caller's callback; a
     failing callback (a client that went away) must not fail the evaluation."""
 
-    def __init__(self, callback: Progress | None, total: float):
+    def __init__(self, callback: ProgressCallback | None, total: float = 1.0):
         self.callback, self.total, self.last_message = callback, total, ""
         self.broken = False
 
@@ -297,6 +330,31 @@ class _ProgressRelay:
         self(self.total, f"done: {status}")
 
 
+class CpuBackend(SandboxBackend):
+    name = "cpu"
+    timing_representative = True
+    # One build folder per candidate source: an unchanged candidate reuses its
+    # compiled extension, and two candidates that pick the same extension
+    # name never build over each other.
+    build_namespace = "torch_extensions"
+
+    def build_vars(self) -> dict[str, str]:
+        return {"TORCH_EXTENSIONS_DIR": ""}
+
+    def child_env(self, task: Task, source: str) -> dict[str, str]:
+        return {"MAX_JOBS": str(max(1, self.config.eval_threads))}
+
+    def status(self) -> BackendStatus:
+        compiler = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
+        reason = "PyTorch candidates run here"
+        reason += "; C++ candidates build with " + compiler if compiler else "; no C++ compiler found"
+        return BackendStatus(
+            name=self.name, ready=True, hardware=self.hardware(), reason=reason,
+            setup="" if compiler else "install g++ (and ninja) for C++ load_inline candidates",
+            timing_representative=True,
+        )
+
+
 class UnavailableBackend(Backend):
     """Stands in for a backend whose module is not installed."""
 
@@ -312,8 +370,8 @@ class UnavailableBackend(Backend):
         return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup,
                              timing_representative=False)
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
-                 cancel: threading.Event | None = None) -> EvalResult:
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
+                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
         raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
 
 

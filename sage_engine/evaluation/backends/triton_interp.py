@@ -18,11 +18,11 @@ from typing import Any
 
 import threading
 
-from sage_engine.evaluation.backends.base import Progress, SandboxBackend, _ProgressRelay
+from sage_engine.evaluation.backends.base import SandboxBackend, Stamp, _ProgressRelay
 from sage_engine.evaluation.host.launch import Launch
 from sage_engine.evaluation.protocol import TimingOptions
-from sage_engine.evaluation.tasks import Task
-from sage_engine.models import BackendStatus, EvalResult
+from sage_engine.evaluation.host.tasks import Task
+from sage_engine.models import BackendStatus, EvalResult, ProgressCallback
 
 
 def installed_triton() -> str | None:
@@ -45,10 +45,10 @@ class TritonInterpreterBackend(SandboxBackend):
         return (f"Triton {installed} as installed here, while the team's hosts run {wanted} "
                 f"(SAGE_TRITON_VERSION; pip install triton=={wanted} to check against it)")
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: Progress | None = None,
-                 cancel: threading.Event | None = None) -> EvalResult:
-        report = _ProgressRelay(progress, total=self.progress_steps(task))
-        result, outcome = self.run_sandbox(task, source, trials, report, cancel)
+    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
+                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
+        report = _ProgressRelay(progress)
+        result, outcome = self.run_sandbox(task, source, trials, report, cancel, stamp)
         info = {"interpreter": {"triton": installed_triton(), "hosts": self.config.triton_version,
                                 "note": self.version_note()}}
         result = with_hook_fields(result, outcome, info)
@@ -94,11 +94,11 @@ class TritonInterpreterBackend(SandboxBackend):
 
 def with_hook_fields(result: EvalResult, outcome: Any, info: dict[str, Any]) -> EvalResult:
     """`result` with what the interpreter checks reported (the autotune configs checked) in compile_info."""
-    fields = (outcome.report.fields if outcome is not None and outcome.report is not None else None) or {}
+    hook = outcome.report.hook if outcome is not None and outcome.report is not None else None
     update: dict[str, Any] = {}
-    if fields.get("autotune"):
-        info = {**info, "autotune": fields["autotune"]}
-        trials, failed = fields.get("autotune_trials") or [], len(result.cases) - 1
+    if hook is not None and hook.autotune:
+        info = {**info, "autotune": hook.autotune}
+        trials, failed = hook.autotune_trials, len(result.cases) - 1
         last = trials[failed] if 0 <= failed < len(trials) else {}
         if result.status == "incorrect" and last and "gives different results" not in result.message:
             # Each trial ran one config: the one that failed is the kernel to fix.

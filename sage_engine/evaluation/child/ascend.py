@@ -1,6 +1,6 @@
 """Child-side runners of the ascend-compile backend.
 
-They run in the sandbox child (`child/main.py`) under the
+They run in the sandbox child (`worker/children.py`) under the
 ascend-compile virtualenv's interpreter (torch, triton-ascend, numpy<2), so
 this module imports only the standard library, torch, triton and SAGE's pure
 child-side modules.
@@ -31,7 +31,7 @@ from typing import Any
 from sage_engine.evaluation.child import ascend_ops
 from sage_engine.evaluation.child.interp_autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
 from sage_engine.evaluation.child.interp_run import InterpreterChecks
-from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
+from sage_engine.evaluation.protocol import Event, Fail, HookReport, Request
 
 MAX_GRID = 65535
 BISHENGIR_TIMEOUT_S = 120.0  # one kernel's lowering; the evaluation's own deadline bounds the whole step
@@ -272,14 +272,14 @@ class InterpretedRun(InterpreterChecks):
         meta = {**{k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}, **config.all_kwargs()}
         self.recorder.record(executor, interpreter.RESERVED_KWS, args, meta, config=config, run=False)
 
-    def extras(self) -> dict[str, Any]:
-        return {**super().extras(), "launches": list(self.recorder.launches.values())}
+    def extras(self) -> HookReport:
+        return (super().extras() or HookReport()).merged(HookReport(launches=list(self.recorder.launches.values())))
 
     def finish(self, event: Event) -> Event:
         """The candidate process's last event, with the launches recorded (a refused grid: a compile error)."""
         err = self.recorder.grid_error
         if err is not None:
-            return Fail(status="compile_error", message=str(err), fields=self.extras(), diagnostics=[
+            return Fail(status="compile_error", message=str(err), hook=self.extras(), diagnostics=[
                 {"category": "grid_too_large", "message": str(err), "line": err.line, "kernel": err.kernel,
                  "severity": "error", "column": None}])
         return super().finish(event)

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation.common import diagnostics
+from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
 from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
@@ -59,8 +60,7 @@ class CandidateSide(Side):
     # -- stages
 
     def main(self) -> None:
-        n_cases = len(self.task.cases) + len(self.task.variants)
-        total = 2 + n_cases + (1 if self.req.timing else 0)
+        total = self.req.progress_total
         threads_before = thread_count()
         self.snapshot = guards.torch_snapshot(self.torch, self.device.type)
         try:
@@ -164,7 +164,7 @@ class CandidateSide(Side):
             raise self.variant_failure(case, self.candidate_failure(exc, "ModelNew.forward"))
         self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
         if self.hook is not None:
-            self.emit.send(Extras(fields=self.hook.extras()))
+            self.emit.send(Extras(hook=self.hook.extras()))
 
     def finish_case(self, case: "Case") -> None:
         # Once a case, not a trial: the reference process, which never loads the

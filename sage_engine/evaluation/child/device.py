@@ -27,7 +27,7 @@ import shutil
 import tempfile
 from typing import Any, Callable
 
-from sage_engine.evaluation import diagnostics, timing
+from sage_engine.evaluation.common import diagnostics, timing
 from sage_engine.evaluation.protocol import KernelStat, Request, SideProfile
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 

@@ -10,7 +10,7 @@ import random
 import secrets
 from typing import Any
 
-from sage_engine.evaluation import wire
+from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes
 from sage_engine.evaluation.child.side import Failure
 

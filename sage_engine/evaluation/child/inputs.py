@@ -28,7 +28,7 @@ import pickle
 from dataclasses import dataclass
 from typing import Any
 
-from sage_engine.evaluation import wire
+from sage_engine.evaluation.protocol import wire
 
 REGION_BYTES = 1 << 40  # the shared file's size: sparse, nothing is used until written
 ALIGN = 64  # each tensor's bytes start at a multiple of this within its stretch

@@ -22,9 +22,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation import diagnostics
+from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice
-from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
+from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, HookReport, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
 VERSION_NOTES = (
@@ -60,22 +60,22 @@ class InterpreterChecks:
                                         override=self.request.task.tolerance, label="output")
         return None if found.ok else found.message
 
-    def extras(self) -> dict[str, Any]:
+    def extras(self) -> HookReport | None:
         """Sent after every trial (and at the end): the configs checked, and which ran in each trial so far."""
         if not self.autotune.checked:
-            return {}
+            return None
         self.trial_configs.append(dict(self.autotune.last))
-        return {"autotune": self.autotune.checked, "autotune_trials": list(self.trial_configs)}
+        return HookReport(autotune=self.autotune.checked, autotune_trials=list(self.trial_configs))
 
     def finish(self, event: Event) -> Event:
         found = self.fault()
         if found is not None:
-            found.fields.update(self.extras())
+            found.hook = (found.hook or HookReport()).merged(self.extras())
             return found
         if isinstance(event, Fail):
             event = self.with_version_note(event)
         if isinstance(event, (Fail, CandidateDone)):
-            event.fields.update(self.extras())
+            event.hook = (event.hook or HookReport()).merged(self.extras())
         return event
 
     def fault(self) -> Fail | None:

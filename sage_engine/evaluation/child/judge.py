@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation.common import diagnostics
+from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import correctness, guards
 from sage_engine.evaluation.child.side import Failure
 from sage_engine.evaluation.protocol import Judgement

@@ -15,13 +15,14 @@ import copy
 import time
 from typing import Any
 
-from sage_engine.evaluation import diagnostics, wire
+from sage_engine.evaluation.common import diagnostics
+from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.fresh import FreshChecks
 from sage_engine.evaluation.child.inputs import InputSender
 from sage_engine.evaluation.child.judge import FrameJudge
 from sage_engine.evaluation.child.side import Failure, Side
-from sage_engine.evaluation.protocol import (CaseEvent, CaseRow, InputsShared, Judgement, Lost, ReferenceDone, Request,
+from sage_engine.evaluation.protocol import (CaseEvent, CaseResult, InputsShared, Judgement, Lost, ReferenceDone, Request,
                                              Variant, VariantRow, Verdict)
 
 
@@ -118,7 +119,7 @@ class ReferenceSide(Side):
             result, cand_out = self.judge.frame(header, ref_out, values, pristine, then=send_next, observed=observed)
             if not result.ok and prev is not None and cand_out is not None:
                 self.judge.check_cached(prev, ref_out, cand_out)
-            self.emit.send(CaseEvent(case_result=CaseRow(case, trial, result.ok, result.max_abs_error,
+            self.emit.send(CaseEvent(case_result=CaseResult(case, trial, result.ok, result.max_abs_error,
                                                          result.max_rel_error, result.message)))
             if not result.ok:
                 self.emit.send(Verdict(status="incorrect", message=result.message))
@@ -197,7 +198,7 @@ class ReferenceSide(Side):
         if not result.ok:
             message = (f"correct at {self.declared_at}, wrong at {at} ({variant.name}): "
                        f"{changes.variant_hint(variant.name)} {result.message}")
-        self.emit.send(CaseEvent(case_result=CaseRow(row, 0, result.ok, result.max_abs_error, result.max_rel_error,
+        self.emit.send(CaseEvent(case_result=CaseResult(row, 0, result.ok, result.max_abs_error, result.max_rel_error,
                                                      message, variant=variant.name)))
         self.judgement.variants.append(VariantRow(variant.name, "passed" if result.ok else "failed", at))
         if not result.ok:

@@ -24,10 +24,11 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sage_engine.evaluation import diagnostics, timing, wire
+from sage_engine.evaluation.common import diagnostics, timing
+from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
-from sage_engine.evaluation.processes import scrub_environ
-from sage_engine.evaluation.protocol import Event, Fail, Progress, Request, event_line
+from sage_engine.evaluation.common.processes import scrub_environ
+from sage_engine.evaluation.protocol import Event, Fail, ProgressEvent, Request, event_line
 
 RLIMIT_FSIZE_BYTES = 4 << 30  # no candidate needs to write a 4 GiB file; a runaway one would fill the disk
 PR_SET_DUMPABLE = 4
@@ -61,7 +62,7 @@ class Emitter:
         wire.write_all(self.fd, event_line(event, self.token))
 
     def progress(self, done: float, total: float | None, message: str) -> None:
-        self.send(Progress(done, total, message))
+        self.send(ProgressEvent(done, total, message))
 
 
 class Failure(Exception):

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from sage_engine.errors import BackendUnavailable
-from sage_engine.evaluation.protocol import TaskSpec
+from sage_engine.evaluation.host import machine
+from sage_engine.evaluation.protocol import Request, TaskSpec
 from sage_engine.models import BandwidthPoint, MachineLimits
 
 log = logging.getLogger(__name__)
@@ -109,3 +112,38 @@ def runner_failure(outcome: Any) -> str:
         f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}")
     said = (outcome.output_tail.strip().splitlines() or [""])[-1]
     return why + (f" ({said})" if said else "")
+
+
+# ------------------------------------------- a backend's limits, cached or measured
+
+# `backend` below is a SandboxBackend: read from the cache, else measured by the
+# calibration runner as an evaluation's candidate process runs.
+_measuring = threading.Lock()  # one measurement at a time in this process: two would halve each other's figures
+
+
+def key_for(backend: Any) -> Key:
+    return Key(backend.name, backend.hardware(), backend.config.eval_threads,
+                           machine.host_versions().get("torch", "unknown"))
+
+
+def cached(backend: Any) -> MachineLimits | None:
+    return load(backend.config.cache_dir, key_for(backend))
+
+
+def measured(backend: Any, *, force: bool = False) -> MachineLimits:
+    """The cached limits, or limits measured now and cached (always measured with `force`)."""
+    found = None if force else cached(backend)
+    if found is not None:
+        return found
+    with _measuring:
+        found = None if force else cached(backend)  # another thread may have measured meanwhile
+        if found is not None:
+            return found
+        key, c = key_for(backend), backend.config
+        request = Request(token=secrets.token_hex(16), task=TASK, timeout_s=TIMEOUT_S,
+                          limits=backend.limits(), runner=RUNNER, device=backend.device,
+                          preload=list(getattr(backend, "preload", ())), threads=c.eval_threads, measures_host=True)
+        outcome = backend.pool.run(request, backend.launch(), lambda _event: None)
+        limits = from_runner(key, outcome.runner_result, runner_failure(outcome))
+        return save(c.cache_dir, limits)
+

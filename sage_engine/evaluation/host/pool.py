@@ -26,20 +26,17 @@ write into another's build.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import threading
 import time
 from pathlib import Path
 
-from sage_engine.evaluation.cgroups import PidsCgroup
+from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.builds import publish_build, remove_stale_locks
-from sage_engine.evaluation.host.launch import Launch, Sandboxing
-from sage_engine.evaluation.host.leftovers import sweep_leftovers
-from sage_engine.evaluation.host.timing_turn import POLL_S, TimingTurn
-from sage_engine.evaluation.host.workers import (EvaluationRun, EventSink, SandboxFailed, WorkerProcess,
-                                                 WorkerStartError)
+from sage_engine.evaluation.host.launch import Launch, Sandboxing, sweep_leftovers
+from sage_engine.evaluation.host.workers import (POLL_S, EvaluationRun, EventSink, SandboxFailed, TimingTurn,
+                                                 WorkerProcess, WorkerStartError)
 from sage_engine.evaluation.protocol import Op, Outcome, Request
 
 log = logging.getLogger(__name__)
@@ -164,17 +161,10 @@ class WorkerPool:
 
     def _prepare_build(self, request: Request, worker: WorkerProcess) -> None:
         build = request.build
-        if build is None:
-            return
-        if self.sandboxing.confinement.confined:
-            build.inside = os.path.join(confine.BUILD_MOUNT, build.key)
-            inside = build.inside
-        else:
-            inside = build.cache  # limits only: there is no private copy to make
-            Path(inside).mkdir(parents=True, exist_ok=True)
-            remove_stale_locks(inside)  # left by a build killed in an earlier evaluation
-        for var, sub in build.vars.items():
-            request.env[var] = os.path.join(inside, sub) if sub else inside
+        if build is None or self.sandboxing.confinement.confined:
+            return  # confined: the sandbox gets its private copy of the folder (`workers.py`)
+        Path(build.inside).mkdir(parents=True, exist_ok=True)
+        remove_stale_locks(build.inside)  # left by a build killed in an earlier evaluation
 
     def _publish_build(self, request: Request, worker: WorkerProcess) -> None:
         build = request.build

@@ -5,6 +5,7 @@ time and answering the host's operations.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import queue
@@ -18,16 +19,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sage_engine.evaluation.cgroups import PidsCgroup, next_name, pids_cgroup_base
+from sage_engine.evaluation.common.cgroups import PidsCgroup, next_name, pids_cgroup_base
 from sage_engine.evaluation.host import confine
-from sage_engine.evaluation.host.launch import Launch, Sandboxing
-from sage_engine.evaluation.host.leftovers import owner_prefix
-from sage_engine.evaluation.host.timing_turn import POLL_S, TimingTurn
-from sage_engine.evaluation.processes import ProcessWatch
+from sage_engine.evaluation.host.launch import Launch, Sandboxing, owner_prefix
+from sage_engine.evaluation.common.processes import ProcessWatch
 from sage_engine.evaluation.protocol import (MAX_TASKS, Event, Exit, Op, Outcome, Ready, Request, Started,
                                              TimingDone, TimingWait, parse_worker_event)
 
 log = logging.getLogger(__name__)
+POLL_S = 0.05  # how often a wait for the timing turn, or for a worker's event, looks again
 WORKER_START_TIMEOUT_S = 120.0  # importing torch on a loaded two-core machine
 # The worker enforces the evaluation's deadline itself; this margin only
 # catches a worker that stopped answering.
@@ -351,3 +351,56 @@ def _tail(path: str, limit: int = 8192) -> str:
             return fh.read().decode(errors="replace")
     except OSError:
         return ""
+
+
+# ------------------------------------------------------------ the timing turn
+
+
+
+class TimingTurn:
+    """One timing phase at a time: within this process a lock, across the
+    host's SAGE processes a file lock. Waits give up when `cancel` is set."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.lock = threading.Lock()
+        self.holder: object | None = None
+        self._fd: int | None = None
+
+    def acquire(self, worker: object, stop: Callable[[], bool]) -> bool:
+        while not self.lock.acquire(timeout=POLL_S):
+            if stop():
+                return False
+        fd = self._open()
+        while fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if stop():
+                    os.close(fd)
+                    self.lock.release()
+                    return False
+                time.sleep(0.02)
+        self._fd, self.holder = fd, worker
+        return True
+
+    def release(self, worker: object) -> None:
+        if self.holder is not worker:
+            return
+        self.holder = None
+        if self._fd is not None:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+        self.lock.release()
+
+    def _open(self) -> int | None:
+        if not self.path:
+            return None
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            log.warning("cannot open the timing lock %s (%s); timing is serialised in this process only",
+                        self.path, exc)
+            return None
+        return fd

@@ -25,24 +25,24 @@ the children may run under a backend's own interpreter.
 """
 
 from sage_engine.evaluation.protocol.events import (CHILD_EVENTS, WORKER_EVENTS, CandidateDone, CaseEvent, Event,
-                                                    Exit, Extras, Fail, InputsShared, Lost, Progress, Ready, ReferenceDone,
+                                                    Exit, Extras, Fail, HostEvent, InputsShared, Lost, ProgressEvent, Ready, ReferenceDone,
                                                     RunnerResult, Started, TimingDone, TimingWait, Verdict,
                                                     event_line, parse_child_event, parse_fail, parse_worker_event,
                                                     worker_line)
 from sage_engine.evaluation.protocol.profile import KernelStat, ProfileReport, SideProfile, Work
-from sage_engine.evaluation.protocol.reports import (CaseRow, Judgement, Outcome, Report, TimingReport,
-                                                     TimingStatsReport, VariantRow)
+from sage_engine.evaluation.protocol.reports import (CaseResult, HookReport, Judgement, Outcome, Report, TimingReport,
+                                                     TimingStats, VariantRow)
 from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STATUSES, MAX_TASKS, BuildSpec, Limits,
                                                      Op, ProfileOptions, Request, TaskSpec, TimingOptions, Variant,
                                                      VerdictOptions, build)
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseRow", "Event", "Exit", "Extras", "Fail", "InputsShared", "Judgement", "KernelStat", "Limits",
+    "CaseEvent", "CaseResult", "Event", "Exit", "Extras", "Fail", "HookReport", "HostEvent", "InputsShared", "Judgement", "KernelStat", "Limits",
     "Lost", "Op",
-    "Outcome", "ProfileOptions", "ProfileReport", "Progress", "Ready", "ReferenceDone", "Report", "Request",
+    "Outcome", "ProfileOptions", "ProfileReport", "ProgressEvent", "Ready", "ReferenceDone", "Report", "Request",
     "RunnerResult", "SideProfile", "Started", "TaskSpec", "TimingDone", "Work",
-    "TimingOptions", "TimingReport", "TimingStatsReport", "TimingWait", "Variant", "VariantRow", "Verdict",
+    "TimingOptions", "TimingReport", "TimingStats", "TimingWait", "Variant", "VariantRow", "Verdict",
     "VerdictOptions", "build", "event_line",
     "parse_child_event", "parse_fail", "parse_worker_event", "worker_line",
 ]

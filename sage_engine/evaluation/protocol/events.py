@@ -7,9 +7,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sage_engine.evaluation.protocol.reports import CaseRow, Judgement, Outcome, judgement
+from sage_engine.evaluation.protocol.reports import CaseResult, HookReport, Judgement, Outcome, hook_report, judgement
 from sage_engine.evaluation.protocol.request import build, plain
-from sage_engine.evaluation.wire import ProtocolError
+from sage_engine.evaluation.protocol.wire import ProtocolError
 
 
 @dataclass
@@ -23,7 +23,7 @@ class Event:
 
 
 @dataclass
-class Progress(Event):
+class ProgressEvent(Event):
     kind: ClassVar[str] = "progress"
     progress: float = 0.0
     total: float | None = None
@@ -33,7 +33,7 @@ class Progress(Event):
 @dataclass
 class CaseEvent(Event):
     kind: ClassVar[str] = "case"
-    case_result: CaseRow = field(default_factory=lambda: CaseRow({}, 0, False))
+    case_result: CaseResult = field(default_factory=lambda: CaseResult({}, 0, False))
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Verdict(Event):
 
 @dataclass
 class Fail(Event):
-    """A child ends the evaluation with a status. `fields` carries what a
+    """A child ends the evaluation with a status. `hook` carries what a
     backend's hook adds (the Ascend gate's launches); `harness` marks a fault
     of SAGE's own code rather than of the task or candidate."""
 
@@ -55,7 +55,7 @@ class Fail(Event):
     status: str = "runtime_error"
     message: str = ""
     diagnostics: list[dict] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=dict)
+    hook: HookReport | None = None  # what a backend's hook in the candidate process saw
     harness: bool = False
 
 
@@ -81,7 +81,7 @@ class Extras(Event):
     """What a backend's hook gathered so far in the candidate process (kernel launches)."""
 
     kind: ClassVar[str] = "extras"
-    fields: dict[str, Any] = field(default_factory=dict)
+    hook: HookReport | None = None  # what a backend's hook in the candidate process saw
 
 
 @dataclass
@@ -107,7 +107,7 @@ class CandidateDone(Event):
     phases: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     slowest_call: float = 0.0
-    fields: dict[str, Any] = field(default_factory=dict)  # a backend hook's report
+    hook: HookReport | None = None  # what a backend's hook in the candidate process saw
 
 
 @dataclass
@@ -123,12 +123,12 @@ def parse_fail(payload: bytes) -> Fail:
     try:
         data = json.loads(payload)
         data.pop("ev", None)
-        return build(Fail, data)
+        return build(Fail, data, hook=hook_report)
     except (ValueError, AttributeError, ProtocolError):
         return Fail()
 
 
-CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Progress, CaseEvent, Verdict, Fail, Lost, Extras, InputsShared,
+CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (ProgressEvent, CaseEvent, Verdict, Fail, Lost, Extras, InputsShared,
                                                          ReferenceDone, CandidateDone, RunnerResult)}
 
 
@@ -149,7 +149,7 @@ def parse_child_event(line: bytes, token: str) -> Event | None:
     if cls is None:
         return None
     try:
-        return build(cls, data, case_result=lambda d: build(CaseRow, d), judgement=judgement)
+        return build(cls, data, case_result=lambda d: build(CaseResult, d), judgement=judgement, hook=hook_report)
     except ProtocolError:
         return None
 
@@ -185,7 +185,7 @@ class Exit(Event):
     outcome: Outcome = field(default_factory=Outcome)
 
 
-WORKER_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Started, Progress, CaseEvent, TimingWait,
+WORKER_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Started, ProgressEvent, TimingWait,
                                                           TimingDone, Exit)}
 
 
@@ -203,4 +203,17 @@ def parse_worker_event(line: bytes) -> Event | None:
     cls = WORKER_EVENTS.get(data.pop("ev", None))
     if cls is None:
         return None
-    return build(cls, data, outcome=Outcome.from_dict, case_result=lambda d: build(CaseRow, d))
+    return build(cls, data, outcome=Outcome.from_dict, case_result=lambda d: build(CaseResult, d))
+
+
+@dataclass
+class HostEvent:
+    """What an evaluation host streams back over Ray, naming itself and its
+    Ray node: first a bare one (started), then progress, then the result
+    (`EvalResult` as JSON) or the error the evaluation raised there."""
+
+    host: str
+    node: str
+    progress: ProgressEvent | None = None
+    result: dict[str, Any] | None = None
+    error: BaseException | None = None

@@ -12,16 +12,39 @@ from sage_engine.evaluation.protocol.request import build
 
 
 @dataclass
-class CaseRow:
-    """One correctness trial of one case, as the reference process judged it."""
+class CaseResult:
+    """One correctness trial of one case (or shape variant), as the reference
+    process judged it: the same value in every process and in `EvalResult`."""
 
     case: dict
-    trial: int | str
+    trial: int
     ok: bool
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     message: str = ""
     variant: str = ""  # the shape variant this trial ran ("" for a declared case)
+
+
+@dataclass
+class HookReport:
+    """What a backend's hook in the candidate process saw (`candidate_hook`):
+    the kernel launches it recorded (the ascend-compile gate lowers each),
+    the autotune configs it checked per kernel, and the config each trial ran."""
+
+    launches: list[dict[str, Any]] = field(default_factory=list)
+    autotune: dict[str, Any] = field(default_factory=dict)
+    autotune_trials: list[dict[str, Any]] = field(default_factory=list)
+
+    def merged(self, later: "HookReport | None") -> "HookReport":
+        """This report with what a later one says (its non-empty parts win)."""
+        if later is None:
+            return self
+        return HookReport(later.launches or self.launches, later.autotune or self.autotune,
+                          later.autotune_trials or self.autotune_trials)
+
+
+def hook_report(data: Any) -> HookReport:
+    return build(HookReport, data)
 
 
 @dataclass
@@ -47,8 +70,9 @@ class Judgement:
 
 
 @dataclass
-class TimingStatsReport:
-    """Samples summarised (milliseconds): `timing.stats`."""
+class TimingStats:
+    """One side's timed samples summarised (milliseconds, `timing.stats`):
+    the same value in the worker's report and in `EvalResult`."""
 
     median_ms: float
     iqr_ms: float
@@ -59,8 +83,8 @@ class TimingStatsReport:
 
 @dataclass
 class TimingReport:
-    reference: TimingStatsReport
-    candidate: TimingStatsReport
+    reference: TimingStats
+    candidate: TimingStats
     case: dict
     timer: str
     device_time_us: dict[str, Any] | None = None
@@ -73,25 +97,23 @@ class Report:
     status: str
     message: str = ""
     diagnostics: list[dict] = field(default_factory=list)
-    cases: list[CaseRow] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
     timing: TimingReport | None = None
     mismatch: str | None = None
     device_name: str | None = None
-    fields: dict[str, Any] = field(default_factory=dict)  # a backend hook's report (the Ascend gate's launches)
+    hook: HookReport | None = None  # what a backend's hook in the candidate process saw
     profile: ProfileReport | None = None  # each side's kernels and the call's work, measured after timing
     judgement: Judgement | None = None
 
     @classmethod
     def from_dict(cls, data: Any) -> "Report":
         def timing(d: Any) -> TimingReport:
-            return build(TimingReport, d, reference=lambda s: build(TimingStatsReport, s),
-                         candidate=lambda s: build(TimingStatsReport, s))
+            return build(TimingReport, d, reference=lambda s: build(TimingStats, s),
+                         candidate=lambda s: build(TimingStats, s))
 
-        return build(cls, data, cases=lambda rows: [build(CaseRow, r) for r in rows], timing=timing,
-                     profile=ProfileReport.from_dict, judgement=judgement)
+        return build(cls, data, timing=timing, profile=ProfileReport.from_dict, judgement=judgement, hook=hook_report)
 
 
 def judgement(data: Any) -> Judgement:
@@ -111,7 +133,7 @@ class Outcome:
     output_tail: str = ""
     output_bytes: int = 0
     wall_s: float = 0.0
-    cases: list[CaseRow] = field(default_factory=list)  # kept for a partial result
+    cases: list[CaseResult] = field(default_factory=list)  # every trial judged, whatever ended the evaluation
     forged_lines: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,4 +141,4 @@ class Outcome:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Outcome":
-        return build(cls, data, report=Report.from_dict, cases=lambda rows: [build(CaseRow, r) for r in rows])
+        return build(cls, data, report=Report.from_dict, cases=lambda rows: [build(CaseResult, r) for r in rows])

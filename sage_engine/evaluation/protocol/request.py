@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from sage_engine.evaluation.wire import ProtocolError
+from sage_engine.evaluation.protocol.wire import ProtocolError
 
 # Processes plus threads of one evaluation. torch keeps a few threads per
 # process and a C++ build runs ninja, a shell, g++, cc1plus and as; 128 leaves
@@ -89,11 +89,11 @@ class ProfileOptions:
         return max(1, min(self.max_calls, math.ceil(self.budget_s / max(median_s, 1e-9))))
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildSpec:
     """The candidate's own build folder: `cache` on the host under `key`,
     `vars` (variable -> subfolder) pointing into it; `inside` is where the
-    sandbox sees its private copy (set by the pool when confined)."""
+    evaluation sees it (the sandbox's private copy when confined, else `cache`)."""
 
     key: str
     cache: str
@@ -145,7 +145,7 @@ class VerdictOptions:
     churn_swaps: int = 2
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
     """One evaluation. `runner` names a child routine ("module:function")
     that runs instead of the reference and candidate sides; `runner_args`
@@ -174,6 +174,7 @@ class Request:
     profile: ProfileOptions | None = None  # profile each side's kernels after timing (never re-timed)
     measures_host: bool = False  # a runner measuring the machine: it runs in the host's timing turn
     seed: int = 0  # this evaluation's: drawn per evaluation, so no candidate can know its inputs
+    progress_total: int = 0  # the steps progress counts to: static checks, loading, each case and variant, timing
     verdict: VerdictOptions = field(default_factory=VerdictOptions)
 
     def to_dict(self) -> dict[str, Any]:

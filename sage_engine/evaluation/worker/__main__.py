@@ -4,11 +4,12 @@ evaluations on request, forking a reference and a candidate child for each
 sandbox, so the children inherit it; warm, it serves many requests; cold,
 one.
 
-Protocol (`protocol.py`, JSON lines): `Op`s on stdin (eval with its
+Protocol (`protocol/`, JSON lines): `Op`s on stdin (eval with its
 `Request`, cancel, timing-go, pause, resume, quit), events on the original
-stdout: `Ready`, then per request `Started`, the children's `Progress` and
-`CaseEvent`s, `TimingWait` / `TimingDone` around the timing phase, and
-`Exit` with the `Outcome`. Anything else the process prints goes to stderr.
+stdout: `Ready`, then per request `Started`, the candidate's
+`ProgressEvent`s, `TimingWait` / `TimingDone` around the timing phase, and
+`Exit` with the `Outcome` (every case row, once). Anything else the process
+prints goes to stderr.
 
 The worker stays single-threaded (forking a threaded process can deadlock
 the child), never runs torch ops itself (a used OpenMP pool does not survive
@@ -30,9 +31,9 @@ import signal
 import tempfile
 from typing import BinaryIO
 
-from sage_engine.evaluation import wire
-from sage_engine.evaluation.cgroups import PidsCgroup
-from sage_engine.evaluation.processes import become_subreaper, proc_table, reap_orphans
+from sage_engine.evaluation.protocol import wire
+from sage_engine.evaluation.common.cgroups import PidsCgroup
+from sage_engine.evaluation.common.processes import become_subreaper, proc_table, reap_orphans
 from sage_engine.evaluation.protocol import Event, Exit, Op, Outcome, Ready, Request, worker_line
 from sage_engine.evaluation.worker.scratch import clean, stage_build
 

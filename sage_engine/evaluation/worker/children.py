@@ -1,5 +1,6 @@
 """The two children of one evaluation, as the worker sees them: forked with
-their pipes (`spawn`), polled for their exit (`Child`)."""
+their pipes (`spawn`), what each runs then (`child_main`: the sides live in
+`evaluation/child/`, imported only in the child), polled for their exit (`Child`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,16 @@ import fcntl
 import gc
 import os
 import signal
+import sys
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from sage_engine.evaluation import wire
-from sage_engine.evaluation.processes import TailBuffer
-from sage_engine.evaluation.protocol import Request
+from sage_engine.evaluation.common import diagnostics
+from sage_engine.evaluation.common.processes import TailBuffer
+from sage_engine.evaluation.protocol import Fail, Request, RunnerResult, wire
+
+if TYPE_CHECKING:
+    from sage_engine.evaluation.child.side import Channels
 
 # The default limit for unprivileged users (/proc/sys/fs/pipe-max-size).
 BULK_PIPE_BYTES = 1 << 20
@@ -74,7 +80,6 @@ def shared_file() -> int:
 def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: int, shared_fd: int,
           cgroup: str | None) -> Child:
     """Fork one child that runs `child_main(role, ...)` in its own session."""
-    from sage_engine.evaluation.child.main import child_main
     from sage_engine.evaluation.child.side import Channels
 
     cmd_r, cmd_w = os.pipe()
@@ -114,3 +119,36 @@ def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: in
     for fd in (rep_r, evt_r, out_r):
         os.set_blocking(fd, False)
     return Child(role, pid, cmd_w, wire.LineReader(rep_r), wire.LineReader(evt_r), out_r)
+
+
+def child_main(role: str, request: Request, channels: "Channels", workdir: str) -> None:
+    """What a forked child runs: the reference side, the candidate side, or a
+    backend's runner routine (which has no reference); never returns."""
+    from sage_engine.evaluation.child.side import Emitter, prepare, resolve
+
+    emit = Emitter(channels.evt, request.token)
+    code = 0
+    try:
+        prepare(request, workdir)
+        if role == "reference":
+            from sage_engine.evaluation.child.reference import ReferenceSide
+
+            ReferenceSide(request, emit, channels).main()
+        elif request.runner:
+            # A backend's own routine with no reference (the Ascend compile step, the device probe).
+            emit.send(RunnerResult(result=resolve(request.runner)(request, emit)))
+        else:
+            from sage_engine.evaluation.child.candidate import CandidateSide
+
+            CandidateSide(request, emit, channels).main()
+    except BaseException as exc:  # each side reports its own failures; this is a harness fault
+        text = diagnostics.exception_text(exc)
+        emit.send(Fail(status="runtime_error", message=f"the {role} process failed inside the sandbox: {text}",
+                       diagnostics=[diagnostics.diagnostic("harness", text)], harness=True))
+        code = 1
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)

@@ -16,16 +16,17 @@ import select
 import time
 from typing import Callable
 
-from sage_engine.evaluation import diagnostics, timing, wire
-from sage_engine.evaluation.cgroups import PidsCgroup
-from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseRow, Event, Extras, Fail, InputsShared, Lost,
-                                             Outcome, Progress, ReferenceDone, Report, Request, RunnerResult,
-                                             Started, TimingDone, TimingReport, TimingStatsReport, TimingWait,
+from sage_engine.evaluation.common import diagnostics, timing
+from sage_engine.evaluation.protocol import wire
+from sage_engine.evaluation.common.cgroups import PidsCgroup
+from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseResult, Event, Extras, Fail, HookReport,
+                                             InputsShared, Lost,
+                                             Outcome, ProgressEvent, ReferenceDone, Report, Request, RunnerResult,
+                                             Started, TimingDone, TimingReport, TimingStats, TimingWait,
                                              Verdict, parse_child_event)
 from sage_engine.evaluation.worker.children import Child, bulk_pipe, shared_file, spawn
-from sage_engine.evaluation.worker.profiling import profile_phase
 from sage_engine.evaluation.worker.supervisor import POLL_S, TIMED_CALL_FACTOR, Ended, Supervisor, fail_report
-from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, reject_leftover_processes
+from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, profile_phase, reject_leftover_processes
 
 EXTRAS_WAIT_S = 0.5  # how long a verdict waits for the candidate's hook report of the same trial
 
@@ -40,11 +41,11 @@ class Evaluation:
         self.send = send
         self.workdir = workdir
         self.sup = Supervisor(request, self, send=send, ops=ops, cgroup=cgroup, worker_cgroup=worker_cgroup)
-        self.cases: list[CaseRow] = []
+        self.cases: list[CaseResult] = []
         self.ref_done: ReferenceDone | None = None
         self.cand_done: CandidateDone | None = None
         self.runner_result: dict | None = None
-        self.extras: dict = {}  # what the candidate's backend hook reported last
+        self.extras: HookReport | None = None  # what the candidate's backend hook reported last
         self.last_progress = ""
         self.timing_active = False
 
@@ -131,12 +132,11 @@ class Evaluation:
     def on_event(self, c: Child, event: Event) -> None:
         """A believed event from a child: each kind only from the side that may send it."""
         candidate = c.role == "candidate"
-        if isinstance(event, Progress) and candidate:
+        if isinstance(event, ProgressEvent) and candidate:
             self.last_progress = event.message
             self.send(event)
         elif isinstance(event, CaseEvent) and not candidate:
-            self.cases.append(event.case_result)
-            self.send(event)
+            self.cases.append(event.case_result)  # to the host once, in the Outcome
         elif isinstance(event, Verdict) and not candidate and self.cases:
             self.take_extras()
             row = self.cases[-1]
@@ -153,7 +153,7 @@ class Evaluation:
             self.sup.lost_at = time.monotonic()  # the candidate exited or failed; its own event says why
         elif isinstance(event, Extras) and candidate:
             # What a backend's hook gathered so far (kernel launches): kept even if the run stops early.
-            self.extras = dict(event.fields)
+            self.extras = event.hook
         elif isinstance(event, ReferenceDone) and not candidate and self.ref_done is None:
             self.ref_done = event
         elif isinstance(event, CandidateDone) and candidate and self.cand_done is None:
@@ -191,7 +191,7 @@ class Evaluation:
         while (line := cand.events.line()) is not None:
             event = parse_child_event(line, self.req.token)
             if isinstance(event, Extras):
-                self.extras = dict(event.fields)
+                self.extras = event.hook
 
     # --------------------------------------------------------------- reports
 
@@ -204,9 +204,8 @@ class Evaluation:
 
     def complete(self, report: Report) -> Report:
         """A decision, with what is known so far: the case rows, the phases, the hook's report."""
-        report.cases = list(self.cases)
         report.phases = self.phases()
-        report.fields = {**self.extras, **report.fields}
+        report.hook = (self.extras or HookReport()).merged(report.hook) if self.extras or report.hook else None
         return report
 
     def correct_report(self) -> Report:
@@ -219,9 +218,10 @@ class Evaluation:
         variants = sum(1 for v in ref.judgement.variants if v.status == "passed")
         message = f"correct on {len(declared)} trial(s) over {len(self.req.task.cases)} case(s)" + (
             f" and {variants} shape variant(s)" if variants else "")
-        return Report("correct", message, cases=list(self.cases), phases=phases, versions=dict(cand.versions),
+        return Report("correct", message, phases=phases, versions=dict(cand.versions),
                       checks={"threads": cand.threads, "inputs": ref.inputs}, device_name=ref.device_name,
-                      fields={**self.extras, **cand.fields}, judgement=ref.judgement)
+                      hook=(self.extras or HookReport()).merged(cand.hook) if self.extras or cand.hook else None,
+                      judgement=ref.judgement)
 
     # ---------------------------------------------------------------- timing
 
@@ -262,8 +262,8 @@ class Evaluation:
         reject_leftover_processes(sup, cand)
         self.timing_active = True
         self.take_turn()
-        n_cases = len(self.req.task.cases) + len(self.req.task.variants)
-        self.send(Progress(2 + n_cases, 3 + n_cases, "timing"))
+        total = self.req.progress_total
+        self.send(ProgressEvent(total - 1, total, "timing"))
         # How long one timing command may take: a call that hangs only now must
         # not hold the host's timing turn until the evaluation's deadline.
         sup.call_limit = TIMED_CALL_FACTOR * max(self.ref_done.slowest_call, self.cand_done.slowest_call)
@@ -276,8 +276,8 @@ class Evaluation:
         report.phases["timing"] = elapsed
         report.phases["model_calls"] = report.phases.get("model_calls", 0.0) + elapsed
         report.checks.update(checks)
-        return TimingReport(reference=TimingStatsReport(**timing.stats(ref_s)),
-                            candidate=TimingStatsReport(**timing.stats(cand_s)),
+        return TimingReport(reference=TimingStats(**timing.stats(ref_s)),
+                            candidate=TimingStats(**timing.stats(cand_s)),
                             case=self.req.task.cases[self.ref_done.chosen], timer=self.req.timing.timer)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from sage_engine.evaluation.processes import stat_fields
+from sage_engine.evaluation.common.processes import stat_fields
 from sage_engine.evaluation.worker.children import Child
 
 

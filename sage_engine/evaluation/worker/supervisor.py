@@ -15,9 +15,10 @@ import signal
 import time
 from typing import Callable, Protocol
 
-from sage_engine.evaluation import diagnostics, wire
-from sage_engine.evaluation.cgroups import PidsCgroup
-from sage_engine.evaluation.processes import ProcessWatch, shared_resident_bytes
+from sage_engine.evaluation.common import diagnostics
+from sage_engine.evaluation.protocol import wire
+from sage_engine.evaluation.common.cgroups import PidsCgroup
+from sage_engine.evaluation.common.processes import ProcessWatch, shared_resident_bytes
 from sage_engine.evaluation.protocol import (CANDIDATE_STATUSES, Event, Fail, Op, Report, Request,
                                               parse_child_event, parse_fail)
 from sage_engine.evaluation.worker.children import Child
@@ -283,7 +284,7 @@ def fail_report(c: Child, fail: Fail) -> Report:
     if c.role == "candidate" and status not in CANDIDATE_STATUSES:
         status = "runtime_error"
     diags = [d for d in fail.diagnostics if isinstance(d, dict)]
-    return Report(status, str(fail.message), diags, fields=dict(fail.fields))
+    return Report(status, str(fail.message), diags, hook=fail.hook)
 
 
 def _signal(pid: int, sig: int) -> None:

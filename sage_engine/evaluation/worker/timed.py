@@ -1,4 +1,5 @@
-"""The timing phase of one evaluation, as the worker runs it.
+"""The timing phase of one evaluation, as the worker runs it, and the
+profile phase after it (`profile_phase`).
 
 After warm-ups, reference and candidate alternate (ABBA), each sample one
 command to one process (`rep N`: N calls) measured by that process's timer
@@ -12,6 +13,7 @@ fresh inputs (a new secret seed) whose output the reference process checks.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import secrets
@@ -19,8 +21,10 @@ import statistics
 import time
 from typing import Any
 
-from sage_engine.evaluation import timing, wire
-from sage_engine.evaluation.protocol import Report, TimingOptions
+from sage_engine.evaluation.common import timing
+from sage_engine.evaluation.protocol import ProfileOptions, ProfileReport, Report, TimingOptions, TimingReport, wire
+from sage_engine.evaluation.protocol.profile import side_profile, work
+from sage_engine.evaluation.protocol.wire import ProtocolError
 from sage_engine.evaluation.worker.children import Child
 from sage_engine.evaluation.worker.guards import CpuMeter, ReferenceGuard, pin_together, thread_ids
 from sage_engine.evaluation.worker.supervisor import Ended, Supervisor, decided
@@ -267,3 +271,37 @@ def _json_object(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# How an evaluation may end while profiled and still be reported: a side that
+# failed, hung or died only now. Cancels, the host going away and too many
+# processes end it as they would anywhere.
+PROFILE_SURVIVES = (None, "timeout")
+
+
+def profile_phase(sup: Supervisor, timing: TimingReport, options: ProfileOptions) -> ProfileReport:
+    """Once timing is over, each side in turn answers `profile-kernels N` (its
+    kernels over N calls of the timed case; the reference adds the call's
+    work), N sized from its timed median so the phase costs about
+    `budget_s` a side. Medians are never re-timed; a side that cannot be
+    profiled leaves the result as it was, its reason in `errors`."""
+    out = ProfileReport()
+    for role in ("reference", "candidate"):
+        child = sup.children[role]
+        median_s = getattr(timing, role).median_ms / 1000.0
+        try:
+            text = sup.command(child, f"profile-kernels {options.calls(median_s)}", sup.deadline)
+            reply = json.loads(text.partition(" ")[2])
+            if not isinstance(reply, dict):
+                raise ProtocolError("the reply is not a JSON object")
+            setattr(out, role, side_profile(reply.get("side")))
+            if role == "reference" and reply.get("work") is not None:
+                out.work = work(reply["work"])  # the candidate's claim of its work is never asked for
+        except Ended as end:
+            if end.killed not in PROFILE_SURVIVES:
+                raise
+            out.errors[role] = (end.report.message if end.report is not None
+                                else f"the {role} process ended while profiled ({end.killed or 'exited'})")
+        except (ValueError, TypeError, ProtocolError) as exc:
+            out.errors[role] = f"the {role}'s profile could not be read: {exc}"
+    return out

@@ -17,7 +17,7 @@ from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.evaluation.backends import venv
 from sage_engine.evaluation.backends.ascend_compile import AscendCompileBackend
 from sage_engine.evaluation.backends.ascend_diagnostics import CATEGORIES
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from backend_support import SUITE, ascend_config
 

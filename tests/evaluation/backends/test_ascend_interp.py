@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sage_engine.evaluation.backends import venv
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 pytestmark = pytest.mark.ascend
 

@@ -14,8 +14,8 @@ import pytest
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
-from sage_engine.evaluation.backends.cuda import CudaBackend
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.backends.device import CudaBackend
+from sage_engine.evaluation.host.tasks import load_task
 
 from backend_support import SUITE
 
@@ -106,7 +106,7 @@ def test_real_gpu_timer_counts_side_stream_work_and_leaves_out_the_round_trip():
     import torch
     from triton.testing import do_bench
 
-    from sage_engine.evaluation.timing import event_timer
+    from sage_engine.evaluation.common.timing import event_timer
 
     a = torch.randn(4096, 4096, device="cuda")
     stream = torch.cuda.Stream()
@@ -125,7 +125,7 @@ def test_real_gpu_timer_counts_side_stream_work_and_leaves_out_the_round_trip():
 
 def _worker_process(launcher_pid: int) -> int:
     """The worker's interpreter below the process the pool started (bubblewrap, a shell)."""
-    from sage_engine.evaluation import processes
+    from sage_engine.evaluation.common import processes
 
     table, frontier = processes.proc_table(), [launcher_pid]
     while frontier:
@@ -141,7 +141,7 @@ def _gone_within(pid: int, limit: float) -> bool:
     """Whether the process ends within `limit` s (a sandbox's PID namespace is torn down after its worker returns)."""
     import time
 
-    from sage_engine.evaluation import processes
+    from sage_engine.evaluation.common import processes
 
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:

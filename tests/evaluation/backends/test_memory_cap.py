@@ -17,7 +17,7 @@ import pytest
 
 from sage_engine.config import Config
 from sage_engine.evaluation.backends.base import get_backend
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from backend_support import SUITE
 
@@ -52,7 +52,7 @@ def backend_named(monkeypatch, tmp_path, request):
                 paths = [str(DOUBLES / name), str(DOUBLES), os.environ.get("PYTHONPATH", "")]
                 monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
             if name == "npu":
-                from sage_engine.evaluation.backends.npu import NpuBackend
+                from sage_engine.evaluation.backends.device import NpuBackend
 
                 monkeypatch.syspath_prepend(str(DOUBLES / "npu"))  # find_spec only
                 backend = NpuBackend(quick_config(tmp_path, **changes), environ={"ASCEND_HOME_PATH": str(tmp_path)})

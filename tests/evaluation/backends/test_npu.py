@@ -16,8 +16,8 @@ from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
 from sage_engine.evaluation.backends.base import get_backend
 from sage_engine.evaluation.child.device import op_statistic_rows, op_statistic_us
-from sage_engine.evaluation.backends.npu import NpuBackend
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.backends.device import NpuBackend
+from sage_engine.evaluation.host.tasks import load_task
 
 from backend_support import SUITE
 

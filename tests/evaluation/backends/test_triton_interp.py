@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sage_engine.evaluation.backends.triton_interp import TritonInterpreterBackend, installed_triton
-from sage_engine.evaluation.tasks import load_task
+from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.conftest import fast_config
 

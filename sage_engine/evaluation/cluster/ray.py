@@ -1,4 +1,4 @@
-"""Evaluations on a Ray cluster: the server (any machine) submits, the hosts
+"""Evaluations on a Ray cluster, both sides: the server (any machine) submits, the hosts
 that have the backend's resource (`NPU` on Ascend hosts through ray-ascend,
 `GPU` on CUDA hosts, CPU otherwise) evaluate in the same confined sandbox as
 local evaluation, with the warm worker pool of their Ray worker process.
@@ -21,21 +21,54 @@ which records them once (by request id).
 from __future__ import annotations
 
 import logging
+import queue
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterator, Protocol
 
 from sage_engine.config import Config, default_cache_dir
 from sage_engine.errors import BackendUnavailable, Cancelled, SageError
-from sage_engine.evaluation.executor import HostSlots, Progress, RunningEvaluation
-from sage_engine.evaluation.ray_host import POLL_S, HostRequest, remote_function
-from sage_engine.models import EvalResult
+from sage_engine.evaluation.protocol import HostEvent, ProgressEvent
+from sage_engine.models import EvalResult, ProgressCallback
 
 if TYPE_CHECKING:
-    from sage_engine.evaluation.tasks import Task
+    from sage_engine.evaluation.host.tasks import Task
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HostSlots:
+    """One evaluation host and what it has free."""
+
+    host: str
+    alive: bool
+    total: dict[str, float] = field(default_factory=dict)
+    free: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunningEvaluation:
+    task: str
+    backend: str
+    state: str  # queued, running
+    host: str | None
+    age_s: float
+    request_id: str | None = None
+
+
+class LocalEvaluate(Protocol):
+    """Evaluates on the host it runs on (`harness.evaluate_here`)."""
+
+    def __call__(self, config: Config, task: "Task", source: str, *, backend: str, trials: int | None,
+                 progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult: ...
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
 
 TASK_NAME = "sage-evaluate"
 NAMESPACE = "sage"
@@ -49,6 +82,9 @@ DEFAULT_RESOURCES: dict[str, dict[str, float]] = {
     "cuda": {"GPU": 1.0},
 }
 HOST_LOST = "evaluation host lost"
+# How often the host's generator looks for events (and lets a ray.cancel in),
+# and the submitting side for results, a cancel or a deadline.
+POLL_S = 0.25
 
 
 def backend_resources(config: Config, backend: str) -> dict[str, float]:
@@ -108,19 +144,19 @@ def _probe(address: str) -> None:
 class RayExecutor:
     name = "ray"
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, evaluate: "LocalEvaluate"):
         try:
             import ray  # noqa: F401
         except ImportError as exc:
             raise BackendUnavailable("--executor ray needs Ray: pip install 'sage-npu[ray]'") from exc
-        self.config = config
+        self.config, self.evaluate_here = config, evaluate
         connect(config)
         self._remote = remote_function()
 
     # ------------------------------------------------------------ evaluation
 
-    def evaluate(self, task: "Task", source: str, *, backend: str, trials: int | None, progress: Progress | None,
-                 cancel: threading.Event | None) -> EvalResult:
+    def evaluate(self, task: "Task", source: str, *, backend: str, trials: int | None,
+                 progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult:
         import ray
 
         c = self.config
@@ -129,7 +165,8 @@ class RayExecutor:
                                    "num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
         if resources:
             options["resources"] = resources
-        gen = self._remote.options(**options).remote(HostRequest(task, source, backend, trials, _host_config(c)))
+        gen = self._remote.options(**options).remote(HostRequest(task, source, backend, trials, _host_config(c),
+                                                                   self.evaluate_here))
         watch = _Watch(time.monotonic())
         lost = lambda why: _lost(task, backend, source, why, watch.hosts)  # noqa: E731
         try:
@@ -161,12 +198,13 @@ class RayExecutor:
                 except ray.exceptions.RayError as exc:  # worker, node or object lost after the retries
                     return lost(f"{type(exc).__name__}: {_first_line(exc)}")
                 watch.see(event.host, event.node)
-                if event.kind == "progress" and progress is not None:
+                if event.progress is not None and progress is not None:
                     # A retry starts its stages again; MCP progress must only increase.
-                    if event.done > watch.shown:
-                        watch.shown = event.done
-                        progress(event.done, event.total, f"{event.message} (on {event.host})")
-                elif event.kind == "result":
+                    step = event.progress
+                    if step.progress > watch.shown:
+                        watch.shown = step.progress
+                        progress(step.progress, step.total, f"{step.message} (on {event.host})")
+                elif event.result is not None:
                     result = EvalResult.model_validate(event.result)
                     if not watch.lost_hosts:
                         return result
@@ -298,3 +336,72 @@ def _lost(task: "Task", backend: str, source: str, why: str, hosts: list[str]) -
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+# ------------------------------------------------------------ the host's side
+
+@dataclass(frozen=True)
+class HostRequest:
+    """One evaluation, as the server sends it to an evaluation host, with the
+    function that evaluates on a host (`harness.evaluate_here`, sent by
+    reference: the host imports it; this package never imports the harness)."""
+
+    task: "Task"
+    source: str
+    backend: str
+    trials: int | None
+    config: Config
+    evaluate: "LocalEvaluate"
+
+
+def evaluate_on_host(request: HostRequest) -> Iterator[HostEvent]:
+    """Run one evaluation here and yield its events, each naming this host and Ray node."""
+    import ray
+
+    host, node = this_host(), ray.get_runtime_context().get_node_id()
+    events: queue.Queue = queue.Queue()
+    cancel = threading.Event()
+
+    def progress(done: float, total: float | None, message: str) -> None:
+        events.put(HostEvent(host, node, progress=ProgressEvent(float(done), total, message)))
+
+    def run() -> None:
+        try:
+            result = request.evaluate(request.config, request.task, request.source, backend=request.backend,
+                                      trials=request.trials, progress=progress, cancel=cancel)
+            events.put(HostEvent(host, node, result=result.model_dump(mode="json")))
+        except BaseException as exc:  # noqa: BLE001 - handed to the generator, which re-raises it to the caller
+            events.put(HostEvent(host, node, error=exc))
+
+    yield HostEvent(host, node)  # started
+    worker = threading.Thread(target=run, name="sage-evaluation", daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                # Never block for long: ray.cancel raises KeyboardInterrupt here only
+                # when this thread runs Python, and a blocked get() does not.
+                event = events.get(timeout=POLL_S)
+            except queue.Empty:
+                continue
+            if event.error is not None:
+                raise event.error
+            yield event
+            if event.result is not None:
+                return
+    finally:
+        # Cancelled (ray.cancel raises here) or abandoned: stop the sandbox.
+        cancel.set()
+        worker.join(timeout=10)
+
+
+_remote = None
+
+
+def remote_function():
+    global _remote
+    if _remote is None:
+        import ray
+
+        _remote = ray.remote(num_returns="streaming")(evaluate_on_host)
+    return _remote

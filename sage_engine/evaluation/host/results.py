@@ -18,11 +18,10 @@ import re
 import signal
 from typing import Any
 
-from sage_engine.evaluation import timing
+from sage_engine.evaluation.common import timing
 from sage_engine.evaluation.host import calibration, roofline
-from sage_engine.evaluation.protocol import CaseRow, Judgement, Outcome, Report
-from sage_engine.models import (CaseResult, Diagnostic, EvalResult, MachineLimits, Profile, TimingStats,
-                                VariantResult)
+from sage_engine.evaluation.protocol import CaseResult, Judgement, Outcome, Report
+from sage_engine.models import Diagnostic, EvalResult, MachineLimits, Profile, VariantResult
 
 STDOUT_TAIL_CHARS = 4000
 # faulthandler's frame lines: File "/tmp/sage-eval-x/candidate.py", line 12 in forward
@@ -30,21 +29,6 @@ _FAULT_FRAME = re.compile(r'File "[^"]*candidate\.py", line (\d+) in (\S+)')
 
 
 def from_outcome(
-    outcome: Outcome, **kwargs: Any
-) -> EvalResult:
-    """The EvalResult for what the supervisor saw. Lines on the result
-    channel that did not carry the evaluation's token (a candidate writing
-    to a pipe it found) never count as results; they are reported."""
-    result = _from_outcome(outcome, **kwargs)
-    if outcome.forged_lines:
-        result = result.model_copy(update={"diagnostics": result.diagnostics + [Diagnostic(
-            severity="warning", category="cheat",
-            message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; ignored",
-        )]})
-    return result
-
-
-def _from_outcome(
     outcome: Outcome,
     *,
     base: dict[str, Any],
@@ -52,21 +36,49 @@ def _from_outcome(
     max_tasks: int,
     timing_representative: bool,
     suspicious_speedup: float,
+    notes: tuple[Diagnostic, ...] = (),
     last_progress: str = "",
     limits: MachineLimits | None = None,
     limits_note: str = "",
     rules: roofline.Rules | None = None,
 ) -> EvalResult:
-    tail = _tail(outcome)
+    """The EvalResult for what the supervisor saw, built once. `notes` are
+    diagnostics every result of the evaluation carries. Lines on the result
+    channel that did not carry the evaluation's token (a candidate writing
+    to a pipe it found) never count as results; they are reported."""
+    extra = list(notes)
+    if outcome.forged_lines:
+        extra.append(Diagnostic(
+            severity="warning", category="cheat",
+            message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; "
+                    "ignored"))
+    cases = list(outcome.cases)
     if outcome.report is not None and outcome.killed != "processes":
-        result = _from_report(outcome.report, base=base, tail=tail, timing_representative=timing_representative,
-                              suspicious_speedup=suspicious_speedup)
-        if rules is not None and outcome.report.profile is not None and result.candidate_timing is not None:
-            result = _with_profile(result, outcome.report, limits, limits_note, rules)
-        trusted, why = speedup_trust(result, suspicious_speedup)
-        return result.model_copy(update={"speedup_trusted": trusted, "speedup_note": why})
-    cases = [_case(row) for row in outcome.cases]
-    stage = f" while {last_progress}" if last_progress else ""
+        fields = _report_fields(outcome.report, base=base, timing_representative=timing_representative,
+                                suspicious_speedup=suspicious_speedup)
+        if rules is not None and outcome.report.profile is not None and fields.get("candidate_timing") is not None:
+            _judge_profile(fields, outcome.report, limits, limits_note, rules)
+        fields["speedup_trusted"], fields["speedup_note"] = speedup_trust(
+            fields.get("speedup"), fields.get("profile"), fields.get("degenerate"), suspicious_speedup)
+        fields["diagnostics"] += extra
+        errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
+        errors_rel = [c.max_rel_error for c in cases if c.max_rel_error is not None]
+        return EvalResult(**fields, cases=cases, stdout_tail=_tail(outcome),
+                          max_abs_error=max(errors_abs) if errors_abs else None,
+                          max_rel_error=max(errors_rel) if errors_rel else None)
+    status, category, message, tail = _ended(outcome, timeout_s=timeout_s, max_tasks=max_tasks, cases=cases,
+                                             stage=f" while {last_progress}" if last_progress else "")
+    line, func = _fault_line(outcome.output_tail)
+    where = f" (candidate.py line {line}, in {func})" if line else ""
+    diag = Diagnostic(category=category, message=message + where, line=line)
+    return EvalResult(**base, status=status, message=message, cases=cases, diagnostics=[diag, *extra],
+                      stdout_tail=tail, timing_representative=timing_representative)
+
+
+def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[CaseResult], stage: str
+           ) -> tuple[str, str, str, str]:
+    """(status, category, message, output tail) of an evaluation that ended without a decision."""
+    tail = _tail(outcome)
     status, category = "crashed", "crash"
     if outcome.killed == "timeout":
         status, category = "timeout", "timeout"
@@ -102,28 +114,18 @@ def _from_outcome(
                    "(os._exit or a native exit in the candidate?)")
     else:
         message = f"the child ended without reporting a result{stage}"
-    line, func = _fault_line(outcome.output_tail)
-    where = f" (candidate.py line {line}, in {func})" if line else ""
-    diag = Diagnostic(category=category, message=message + where, line=line)
-    return EvalResult(
-        **base, status=status, message=message, cases=cases, diagnostics=[diag], stdout_tail=tail,
-        timing_representative=timing_representative,
-    )
+    return status, category, message, tail
 
 
-def _from_report(
-    report: Report, *, base: dict[str, Any], tail: str, timing_representative: bool, suspicious_speedup: float,
-) -> EvalResult:
+def _report_fields(report: Report, *, base: dict[str, Any], timing_representative: bool,
+                   suspicious_speedup: float) -> dict[str, Any]:
+    """The result's fields from the worker's decision (cases, tail and errors are the caller's)."""
     status = report.status
-    cases = [_case(c) for c in report.cases]
     diags = [Diagnostic(**d) for d in report.diagnostics]
-    errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
-    errors_rel = [c.max_rel_error for c in cases if c.max_rel_error is not None]
     fields: dict[str, Any] = {}
     timing_report = report.timing
     if timing_report is not None:
-        ref = TimingStats(**vars(timing_report.reference))
-        cand = TimingStats(**vars(timing_report.candidate))
+        ref, cand = timing_report.reference, timing_report.candidate
         fields.update(reference_timing=ref, candidate_timing=cand)
         if timing_representative:
             speedup = timing.speedup(ref.median_ms, cand.median_ms)
@@ -145,42 +147,38 @@ def _from_report(
     versions.update(report.versions)
     # The device the reference process ran on names the hardware (a GPU's or NPU's own name).
     hardware = report.device_name or base["hardware"]
-    return EvalResult(
-        **{**base, "versions": versions, "hardware": hardware},
-        status=status,
-        correct=status == "correct",
-        message=report.message,
-        mismatch=report.mismatch,
-        max_abs_error=max(errors_abs) if errors_abs else None,
-        max_rel_error=max(errors_rel) if errors_rel else None,
-        cases=cases,
-        diagnostics=diags,
-        stdout_tail=tail,
-        timing_representative=timing_representative,
-        variants=[VariantResult(name=v.name, status=v.status, at=v.at, reason=v.reason) for v in judgement.variants],
-        degenerate=judgement.constant or None,
-        phases={k: round(float(v), 6) for k, v in report.phases.items()},
-        compile_info={**({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
-                      **({"device_time_us": timing_report.device_time_us}
-                         if timing_report and timing_report.device_time_us is not None else {}),
-                      **({"checks": report.checks} if report.checks else {})},
+    return {
+        **base, "versions": versions, "hardware": hardware,
+        "status": status,
+        "correct": status == "correct",
+        "message": report.message,
+        "mismatch": report.mismatch,
+        "diagnostics": diags,
+        "timing_representative": timing_representative,
+        "variants": [VariantResult(name=v.name, status=v.status, at=v.at, reason=v.reason) for v in judgement.variants],
+        "degenerate": judgement.constant or None,
+        "phases": {k: round(float(v), 6) for k, v in report.phases.items()},
+        "compile_info": {**({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
+                         **({"device_time_us": timing_report.device_time_us}
+                            if timing_report and timing_report.device_time_us is not None else {}),
+                         **({"checks": report.checks} if report.checks else {})},
         **fields,
-    )
+    }
 
 
-def _with_profile(result: EvalResult, report: Report, limits: MachineLimits | None, limits_note: str,
-                  rules: roofline.Rules) -> EvalResult:
-    """The profile judged against the medians timing measured; a physically
-    impossible time is flagged whatever the speedup."""
-    profile: Profile = roofline.judge(report.profile, reference_ms=result.reference_timing.median_ms,
-                                      candidate_ms=result.candidate_timing.median_ms, limits=limits, rules=rules,
+def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits | None, limits_note: str,
+                   rules: roofline.Rules) -> None:
+    """The profile judged against the medians timing measured, into `fields`;
+    a physically impossible time is flagged whatever the speedup."""
+    profile: Profile = roofline.judge(report.profile, reference_ms=fields["reference_timing"].median_ms,
+                                      candidate_ms=fields["candidate_timing"].median_ms, limits=limits, rules=rules,
                                       limits_note=limits_note)
     if limits is not None:
         profile.calibration = calibration.describe(limits)
-    update: dict[str, Any] = {"profile": profile}
-    diags = list(result.diagnostics)
+    fields["profile"] = profile
+    diags = fields["diagnostics"]
     if profile.impossible:
-        update["suspicious_speedup"] = True
+        fields["suspicious_speedup"] = True
         diags.append(Diagnostic(severity="warning", category="timing",
                                 message=f"physically impossible time: {profile.impossible}"))
     elif profile.fewer_flops:
@@ -189,17 +187,15 @@ def _with_profile(result: EvalResult, report: Report, limits: MachineLimits | No
         diags.append(Diagnostic(severity="info", category="profile",
                                 message="the candidate launched no kernel of its own: every kernel it ran is one "
                                         "the reference launches too (library kernels)"))
-    update["diagnostics"] = diags
-    return result.model_copy(update=update)
 
 
-def speedup_trust(result: EvalResult, suspicious_speedup: float) -> tuple[bool | None, str | None]:
-    """(trusted, why not) for a result's speedup; (None, None) where it has none."""
-    speedup, profile = result.speedup, result.profile
+def speedup_trust(speedup: float | None, profile: Profile | None, degenerate: str | None,
+                  suspicious_speedup: float) -> tuple[bool | None, str | None]:
+    """(trusted, why not) for a speedup; (None, None) where there is none."""
     if speedup is None:
         return None, None
-    if result.degenerate:
-        return False, (f"unverified: this task's output is the same for every input ({result.degenerate}), so a "
+    if degenerate:
+        return False, (f"unverified: this task's output is the same for every input ({degenerate}), so a "
                        "constant passes it and its speedup cannot be credited")
     if profile is not None and profile.impossible:
         return False, f"unverified: the candidate skipped reading inputs ({profile.impossible})"
@@ -216,11 +212,6 @@ def _tail(outcome: Outcome) -> str:
     last = text[-STDOUT_TAIL_CHARS:]
     dropped = outcome.output_bytes - len(last.encode("utf-8", errors="replace"))
     return f"[... {dropped} earlier bytes dropped ...]\n{last}" if dropped > 0 else last
-
-
-def _case(row: CaseRow) -> CaseResult:
-    return CaseResult(case=row.case, trial=int(row.trial), ok=bool(row.ok), max_abs_error=row.max_abs_error,
-                      max_rel_error=row.max_rel_error, message=row.message, variant=row.variant)
 
 
 def _signal_name(sig: int) -> str:

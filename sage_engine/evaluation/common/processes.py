@@ -35,7 +35,7 @@ import signal
 from dataclasses import dataclass
 from typing import MutableMapping
 
-from sage_engine.evaluation.cgroups import PidsCgroup
+from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.protocol import MAX_TASKS
 
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
