@@ -5,6 +5,7 @@ makes the Triton interpreter run kernels as a device would judge them
 (see docs/backends.md, "What the interpreter checks"):
 
 - bf16 computed in fp32 and rounded (`interp_bf16`);
+- `and` / `or` on tensors elementwise, as the compiler reads them (`interp_logic`);
 - loads and stores outside every tensor of a launch refused (`interp_bounds`);
 - every config of an autotuned kernel checked, the autotuner's benchmarking
   never run, `@libentry` as the kernel (`interp_autotune`);
@@ -23,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.common import diagnostics
-from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice
+from sage_engine.evaluation.child import (correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice,
+                                          interp_logic)
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, HookReport, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
@@ -43,6 +45,7 @@ class InterpreterChecks:
         self.version_note = args.get("version_note", "")
         self.trial_configs: list[dict[str, str]] = []
         interp_bf16.install(interpreter)
+        interp_logic.install(interpreter)
         self.bounds = interp_bounds.BoundsChecker(self.cand_path)
         if args.get("bounds", True):
             self.bounds.install(interpreter)

@@ -107,6 +107,29 @@ class ModelNew(nn.Module):
         return out
 '''
 
+# Masks joined with Python's `and`, as triton-ascend's tutorials write them:
+# compiled, it is an elementwise logical_and; run as plain Python it would
+# keep only the right mask and read past the tensor's end.
+MASKS_JOINED_WITH_AND = KERNEL_HEAD + '''
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    in_range = offs < n
+    mask = in_range and offs >= 0
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=(offs >= 0) and in_range)
+    tl.store(out_ptr + offs, x + y, mask=in_range or False)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        n = x.numel()
+        add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+        return out
+'''
+
 CAUGHT_AND_HIDDEN = UNMASKED_LOADS.replace('''        add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
         return out''', '''        try:
             add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
@@ -271,6 +294,11 @@ def test_kernel_reading_past_its_tensor_is_caught_at_the_load_line(backend):
     assert f"out-of-bounds load at candidate.py line {line}: offsets up to 1023" in result.message
     assert "a tensor of 1000 elements" in result.message
     assert result.diagnostics[0].category == "out_of_bounds" and result.diagnostics[0].line == line
+
+
+def test_masks_joined_with_and_are_elementwise_as_the_compiler_reads_them(backend):
+    result = evaluate(backend, VECTOR_ADD_TASK, MASKS_JOINED_WITH_AND)
+    assert result.status == "correct", (result.message, result.diagnostics)
 
 
 def test_out_of_bounds_read_is_reported_even_when_the_candidate_catches_it(backend):
