@@ -6,7 +6,7 @@ from lsprotocol import types
 
 from sage_engine.kernels import find_kernels
 from sage_engine.models import CaseResult, Diagnostic, EvalResult, Profile, ScoredItem, TaskSummary
-from sage_mcp.lsp_views import (
+from sage_mcp.lsp.views import (
     SHORT_CHARS,
     ago,
     content_hash,

@@ -7,7 +7,7 @@ import pytest
 
 from sage_engine.config import Config
 from tests.conftest import postgres_cluster
-from tests.mcp.mcp_support import connect, seed, text
+from tests.mcp.support import connect, seed, text
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from pygls.workspace import TextDocument
 from sage_engine import kernels as kernel_finder
 from sage_engine.errors import InvalidInput
 from sage_engine.models import Adoption, Lesson
-from sage_mcp import lsp_views as views
+from sage_mcp.lsp import views
 
 log = logging.getLogger("sage.lsp")
 T = TypeVar("T")

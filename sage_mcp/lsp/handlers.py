@@ -4,7 +4,7 @@ Code lenses over each kernel show its last evaluation (from any surface that
 wrote to the same memory database, an agent over MCP included), diagnostics
 carry compile errors and mismatches to their lines, hover lists the rules
 memory holds for the kernel's task, and commands benchmark, retrieve, adopt
-and consolidate. Handlers here are thin: `SageLanguageServer` (lsp_server.py)
+and consolidate. Handlers here are thin: `SageLanguageServer` (server.py)
 owns the Engine and does the work.
 """
 
@@ -24,7 +24,7 @@ from pygls.exceptions import JsonRpcException
 from sage_engine import kernels as kernel_finder
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.models import Lesson
-from sage_mcp.lsp_server import SageLanguageServer
+from sage_mcp.lsp.server import SageLanguageServer
 
 # LSP 3.17 "RequestFailed": the request was well formed but could not be done.
 REQUEST_FAILED = -32803
@@ -247,6 +247,3 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.close()
 
-
-if __name__ == "__main__":
-    main()

@@ -24,7 +24,7 @@ from sage_engine.engine import Engine
 from sage_engine.errors import NotFound
 from sage_engine.kernels import Kernel
 from sage_engine.models import EvalResult
-from sage_mcp import lsp_views as views
+from sage_mcp.lsp import views
 
 KERNEL_LANGUAGES = {"python", "cpp", "c"}
 

@@ -24,8 +24,8 @@ from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.kernels import Kernel, TaskLink
 from sage_engine.models import EvalResult
-from sage_mcp.lsp_documents import Analysis, language_of
-from sage_mcp.lsp_progress import Progress
+from sage_mcp.lsp.documents import Analysis, language_of
+from sage_mcp.lsp.progress import Progress
 
 log = logging.getLogger("sage.lsp")
 T = TypeVar("T")

@@ -1,8 +1,8 @@
 """The language server's state and behaviour: one Engine, the open
 documents' kernels, tasks and results, settings, and the evaluations. The
-protocol handlers in `sage_mcp.lsp` stay thin and call into this class.
+protocol handlers in `sage_mcp.lsp.handlers` stay thin and call into this class.
 
-Every request reads what it shows through two caches (lsp_documents): kernels
+Every request reads what it shows through two caches (documents.py): kernels
 per document version, and stored results per path until the memory's change
 stamp moves. So a lens costs one small query when nothing changed, a large
 file is analysed once per edit, and the idle check for results stored by
@@ -30,12 +30,12 @@ from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.kernels import Kernel, TaskLink
 from sage_engine.models import EvalResult
-from sage_mcp import lsp_views as views
-from sage_mcp.lsp_actions import MemoryActions
-from sage_mcp.lsp_documents import Analysis, DocumentCache, ResultCache, language_of
-from sage_mcp.lsp_evaluations import Evaluations
-from sage_mcp.lsp_progress import Progress
-from sage_mcp.lsp_settings import SECTION, EditorSettings
+from sage_mcp.lsp import views
+from sage_mcp.lsp.actions import MemoryActions
+from sage_mcp.lsp.documents import Analysis, DocumentCache, ResultCache, language_of
+from sage_mcp.lsp.evaluations import Evaluations
+from sage_mcp.lsp.progress import Progress
+from sage_mcp.lsp.settings import SECTION, EditorSettings
 
 log = logging.getLogger("sage.lsp")
 
