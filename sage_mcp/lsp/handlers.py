@@ -21,7 +21,6 @@ from typing import Any, Awaitable, Callable, TypeVar
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from sage_engine import kernels as kernel_finder
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.models import Lesson
 from sage_mcp.lsp.server import SageLanguageServer
@@ -68,14 +67,14 @@ def _arg(args: tuple[Any, ...], index: int, kind: type, name: str, *, required: 
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: SageLanguageServer, params: types.InitializeParams) -> None:
-    ls.apply_settings(params.initialization_options)
+    ls.settings.apply(params.initialization_options)
 
 
 @server.feature(types.INITIALIZED)
 async def initialized(ls: SageLanguageServer, params: types.InitializedParams) -> None:
     if ls.poll_seconds > 0:
         ls.start_watching()
-    await ls.pull_settings()
+    await ls.settings.pull()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -83,9 +82,9 @@ def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConf
     """Settings pushed with the notification apply before the next message is
     handled; an empty push (the pull model) means "ask me"."""
     if isinstance(params.settings, dict) and params.settings:
-        ls.apply_settings(params.settings)
+        ls.settings.apply(params.settings)
     else:
-        ls.pull_settings_soon()
+        ls.settings.pull_soon()
 
 
 @server.feature(types.SHUTDOWN)
@@ -141,24 +140,23 @@ def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[
 @_sage_errors
 async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Evaluate the document against its task: sage.benchmark(uri, line?)."""
-    doc = ls.document(_arg(args, 0, str, "uri"))
-    line = _arg(args, 1, int, "line", required=False)
-    kernel = kernel_finder.kernel_at(ls.kernels_in(doc), line) if line is not None else None
-    return await ls.evaluations.benchmark(doc, kernel)
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.evaluations.benchmark(doc, _arg(args, 1, int, "line", required=False))
 
 
 @server.command("sage.lastResult")
 @_sage_errors
 def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """The document's last stored evaluation: sage.lastResult(uri)."""
-    return ls.stored_summary(ls.document(_arg(args, 0, str, "uri")))
+    return ls.stored_summary(ls.documents.get(_arg(args, 0, str, "uri")))
 
 
 @server.command("sage.retrieveRules")
 @_sage_errors
 async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Open an episode for the document's task and return what it shows: sage.retrieveRules(uri, k?)."""
-    return await ls.retrieve(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, int, "k", required=False))
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.actions.retrieve(doc, _arg(args, 1, int, "k", required=False))
 
 
 @server.command("sage.recordAdoption")
@@ -169,7 +167,7 @@ async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise InvalidInput("item_ids must be a list of integer item ids")
     lesson = _arg(args, 3, dict, "lesson", required=False)
-    return await ls.record_adoption(
+    return await ls.actions.record_adoption(
         _arg(args, 0, str, "uri"), ids, _arg(args, 2, int, "episode_id", required=False),
         Lesson(**lesson) if lesson else None,
     )
@@ -179,20 +177,14 @@ async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 @_sage_errors
 async def consolidate(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Promote proven items into the resident rulebook: sage.consolidate(dry_run?)."""
-    dry_run = bool(_arg(args, 0, bool, "dry_run", required=False))
-    async with ls.progress("SAGE: consolidating memory") as report:
-        result = await ls.in_memory_worker(ls.engine.consolidate, dry_run=dry_run, progress=report)
-    return result.model_dump(mode="json")
+    return await ls.actions.consolidate(bool(_arg(args, 0, bool, "dry_run", required=False)))
 
 
 @server.command("sage.memory")
 @_sage_errors
 def memory(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Resident rules and retrievable items, for the memory view: sage.memory(limit?)."""
-    limit = _arg(args, 0, int, "limit", required=False) or 200
-    rules = ls.engine.resident_rules()
-    items = ls.engine.list_items(status="active", limit=limit)
-    return {"rules": [r.model_dump(mode="json") for r in rules], "items": [i.model_dump(mode="json") for i in items]}
+    return ls.actions.memory(_arg(args, 0, int, "limit", required=False) or 200)
 
 
 @server.command("sage.quarantine")
@@ -221,7 +213,8 @@ def list_tasks(ls: SageLanguageServer, *args: Any) -> list[dict[str, Any]]:
 @_sage_errors
 async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """sage.setTask(uri, task?): name the task this file implements; without one, offer the task list."""
-    return await ls.set_task(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, str, "task", required=False))
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.actions.set_task(doc, _arg(args, 1, str, "task", required=False))
 
 
 # ---------------------------------------------------------------------- main
