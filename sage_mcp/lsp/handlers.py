@@ -32,18 +32,20 @@ T = TypeVar("T")
 server = SageLanguageServer()
 
 
-def _sage_errors(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
+def _command(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
     """Errors a user can fix go back as the request's error with SAGE's message
-    (no traceback); anything else is pygls's internal error."""
+    (no traceback); anything else is pygls's internal error. Every command
+    runs in `ls.commands`, so shutdown can answer one still running."""
 
     @functools.wraps(fn)
     async def wrapper(ls: SageLanguageServer, *args: Any) -> Any:
-        try:
-            out = fn(ls, *args)
-            return await out if asyncio.iscoroutine(out) else out
-        except SageError as exc:
-            # The same `kind` MCP and the CLI show, for a client to act on.
-            raise JsonRpcException(message=str(exc), code=REQUEST_FAILED, data={"kind": exc.kind}) from exc
+        with ls.commands.answering():
+            try:
+                out = fn(ls, *args)
+                return await out if asyncio.iscoroutine(out) else out
+            except SageError as exc:
+                # The same `kind` MCP and the CLI show, for a client to act on.
+                raise JsonRpcException(message=str(exc), code=REQUEST_FAILED, data={"kind": exc.kind}) from exc
 
     return wrapper
 
@@ -88,9 +90,8 @@ def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConf
 
 
 @server.feature(types.SHUTDOWN)
-def shutdown(ls: SageLanguageServer, params: None) -> None:
-    ls.cancel_requests()
-    ls.close()
+async def shutdown(ls: SageLanguageServer, params: None) -> None:
+    await ls.stop()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -137,7 +138,7 @@ def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[
 
 
 @server.command("sage.benchmark")
-@_sage_errors
+@_command
 async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Evaluate the document against its task: sage.benchmark(uri, line?)."""
     doc = ls.documents.get(_arg(args, 0, str, "uri"))
@@ -145,14 +146,14 @@ async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 
 @server.command("sage.lastResult")
-@_sage_errors
+@_command
 def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """The document's last stored evaluation: sage.lastResult(uri)."""
     return ls.stored_summary(ls.documents.get(_arg(args, 0, str, "uri")))
 
 
 @server.command("sage.retrieveRules")
-@_sage_errors
+@_command
 async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Open an episode for the document's task and return what it shows: sage.retrieveRules(uri, k?)."""
     doc = ls.documents.get(_arg(args, 0, str, "uri"))
@@ -160,7 +161,7 @@ async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 
 @server.command("sage.recordAdoption")
-@_sage_errors
+@_command
 async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """sage.recordAdoption(uri, item_ids, episode_id?, lesson?): credit what was used and close the episode."""
     ids = _arg(args, 1, list, "item_ids")
@@ -174,21 +175,21 @@ async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 
 @server.command("sage.consolidate")
-@_sage_errors
+@_command
 async def consolidate(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Promote proven items into the resident rulebook: sage.consolidate(dry_run?)."""
     return await ls.actions.consolidate(bool(_arg(args, 0, bool, "dry_run", required=False)))
 
 
 @server.command("sage.memory")
-@_sage_errors
+@_command
 def memory(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Resident rules and retrievable items, for the memory view: sage.memory(limit?)."""
     return ls.actions.memory(_arg(args, 0, int, "limit", required=False) or 200)
 
 
 @server.command("sage.quarantine")
-@_sage_errors
+@_command
 def quarantine(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Never show an item again (kept for the audit trail): sage.quarantine(item_id, reason?)."""
     item = ls.engine.quarantine_item(_arg(args, 0, int, "item_id"), _arg(args, 1, str, "reason", required=False) or "")
@@ -196,21 +197,21 @@ def quarantine(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 
 @server.command("sage.delete")
-@_sage_errors
+@_command
 def delete(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Soft-delete an item: sage.delete(item_id)."""
     return ls.engine.delete_item(_arg(args, 0, int, "item_id")).model_dump(mode="json")
 
 
 @server.command("sage.listTasks")
-@_sage_errors
+@_command
 def list_tasks(ls: SageLanguageServer, *args: Any) -> list[dict[str, Any]]:
     """The bundled tasks, for a task picker."""
     return [t.model_dump(mode="json") for t in ls.engine.list_tasks()]
 
 
 @server.command("sage.setTask")
-@_sage_errors
+@_command
 async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """sage.setTask(uri, task?): name the task this file implements; without one, offer the task list."""
     doc = ls.documents.get(_arg(args, 0, str, "uri"))

@@ -12,11 +12,13 @@ other processes (an agent over MCP, the CLI) costs one query per poll.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from typing import Any
+from typing import Any, Iterator
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcRequestCancelled
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
@@ -36,6 +38,52 @@ from sage_mcp.lsp.settings import Settings
 log = logging.getLogger("sage.lsp")
 
 VERSION = "0.1.0"
+# How long shutdown waits for the commands it cancelled to answer; each
+# answers at its next await, and a client waits a few seconds for shutdown.
+CANCEL_S = 2
+
+
+class Commands:
+    """The command requests this server is answering, so that shutdown
+    answers each one as cancelled itself. Left to pygls 2.1, shutdown cancels
+    them while iterating the table each cancellation removes its request
+    from ("dictionary changed size during iteration"), and the shutdown
+    request fails."""
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task] = set()
+        self._cancelled: set[asyncio.Task] = set()
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """Around one command's handler: a cancellation by `cancel_all`
+        becomes the request's RequestCancelled error, so the client is
+        answered (a bare CancelledError would leave the request open)."""
+        task = asyncio.current_task()
+        if task is None:  # not run as a task: nothing for shutdown to cancel
+            yield
+            return
+        self._running.add(task)
+        try:
+            yield
+        except asyncio.CancelledError:
+            if task not in self._cancelled:
+                raise
+            raise JsonRpcRequestCancelled(message="SAGE is shutting down") from None
+        finally:
+            self._running.discard(task)
+            self._cancelled.discard(task)
+
+    async def cancel_all(self, timeout: float) -> None:
+        """Cancel every command still running and wait until each has answered."""
+        running = list(self._running)
+        for task in running:
+            self._cancelled.add(task)
+            task.cancel()
+        if running:
+            await asyncio.wait(running, timeout=timeout)
+
+
 class SageLanguageServer(LanguageServer):
     """Owns the Engine (opened once, on first use after `initialize`, so the
     workspace folders can be allowed as task paths) and per-document state."""
@@ -50,6 +98,7 @@ class SageLanguageServer(LanguageServer):
         self.documents = Documents(lambda: self.engine, lambda: self.workspace)
         self.evaluations = Evaluations(self)
         self.actions = MemoryActions(self)
+        self.commands = Commands()
         self.episodes: dict[str, int] = {}  # uri -> episode opened by "Retrieve rules"
         self.attempts: dict[str, EvalResult] = {}  # uri -> last evaluation this server ran
         self.seen_attempts: dict[str, int | None] = {}  # uri -> attempt shown in lenses
@@ -72,16 +121,11 @@ class SageLanguageServer(LanguageServer):
             self._engine = Engine(config)
         return self._engine
 
-    def cancel_requests(self) -> None:
-        """Cancel every request still running except the current one.
-
-        pygls 2.1 cancels them itself on shutdown, but while iterating the
-        dict that each cancellation removes itself from ("dictionary changed
-        size during iteration"); cancelled first, they are skipped there."""
-        current = self.protocol.msg_id
-        for msg_id, future in list(self.protocol._request_futures.items()):
-            if msg_id != current and not future.done():
-                future.cancel()
+    async def stop(self) -> None:
+        """At shutdown: every command still running is answered as cancelled
+        (an evaluation in flight goes on to be stored), then the server closes."""
+        await self.commands.cancel_all(CANCEL_S)
+        self.close()
 
     def close(self) -> None:
         """Returns at once: the engine is closed on the worker thread, after
