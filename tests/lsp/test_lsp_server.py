@@ -193,7 +193,7 @@ async def test_retrieve_then_adopt_closes_the_episode_and_credits_the_item(lsp, 
 def _make_resident_rule(engine: Engine, title: str) -> int:
     """Adopt one item in correct episodes for three operators, then consolidate:
     the way a rule becomes resident."""
-    from tests.conftest import make_result
+    from tests.support.engine import make_result
 
     item_id = engine.add_item(NewItem(title=title, content="Do both in the same loop over the tensor.")).item.id
     for op in ("softmax", "layernorm", "gelu"):

@@ -16,7 +16,7 @@ from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import NewItem
 from sage_mcp.mcp.server import create_server
-from tests.conftest import table_rows
+from tests.support.engine import table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "sage_engine" / "suite" / "tasks"

@@ -6,7 +6,7 @@ import anyio
 import pytest
 
 from sage_engine.config import Config
-from tests.conftest import postgres_cluster
+from tests.support.postgres import postgres_cluster
 from tests.mcp.support import connect, seed, text
 
 
