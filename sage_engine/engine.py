@@ -50,8 +50,12 @@ from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
 
 if TYPE_CHECKING:
+    from sage_engine.evaluation.cluster.ray import HostSlots, RunningEvaluation
     from sage_engine.evaluation.harness import Harness
+    from sage_engine.evaluation.host.confine import Confinement
     from sage_engine.evaluation.host.tasks import Task
+    from sage_engine.suite.check import SuiteCheck
+    from sage_engine.suite.common import ImportedTask
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +67,7 @@ def open_config_store(config: Config) -> Store:
 
 
 class Engine:
-    def __init__(self, config: Config | None = None, *, abstractor: RuleAbstractor | None = None):
+    def __init__(self, config: Config | None = None, *, abstractor: RuleAbstractor | None = None) -> None:
         self.config = config or Config.from_env()
         self.user = self.config.user
         self.store = open_config_store(self.config)
@@ -276,12 +280,12 @@ class Engine:
     def task_source(self, task_id: str) -> str:
         return self.load_task(task_id).reference_source
 
-    def confinement(self):
+    def confinement(self) -> "Confinement":
         """How candidates are contained on this host: bubblewrap, or limits-only with the fix (probed once)."""
         return self.probe_confinement(self.config)
 
     @staticmethod
-    def probe_confinement(config: Config):
+    def probe_confinement(config: Config) -> "Confinement":
         """How `config` confines candidates on this host (`describe()` says it in a line), before any Engine opens."""
         from sage_engine.evaluation.host.launch import confinement_for
 
@@ -316,11 +320,11 @@ class Engine:
     def backends(self) -> list[BackendStatus]:
         return self.evaluation.backends()
 
-    def evaluation_hosts(self) -> list:
+    def evaluation_hosts(self) -> list["HostSlots"]:
         """The hosts evaluations run on and their free NPU/GPU/CPU slots."""
         return self.evaluation.harness.hosts()
 
-    def running_evaluations(self) -> list:
+    def running_evaluations(self) -> list["RunningEvaluation"]:
         """Evaluations queued or running (on a cluster: every server's)."""
         return self.evaluation.harness.running()
 
@@ -332,7 +336,8 @@ class Engine:
         return self.evaluation.calibrate(backend, force=force)
 
     def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
-                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
+                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None,
+                     ) -> list["ImportedTask"]:
         """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
         `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
         return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases, scale=scale,
@@ -340,7 +345,8 @@ class Engine:
 
     def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
+                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None,
+                    ) -> "SuiteCheck":
         """Every task's reference evaluated as its own candidate (`sage suite check`); with `rows`,
         each task's row is appended to that JSON-lines file as it is checked."""
         return self.evaluation.check_suite(suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids,

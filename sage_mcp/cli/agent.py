@@ -48,7 +48,7 @@ RUN_FLAGS = ("suite", "level", "family", "tasks", "model", "provider", "base_url
 def run(state: State, ctx: click.Context, suite, level, family, task_list, model, provider, base_url, rounds, run_backend,
         strategy, k, consolidate_every, abstraction, concurrency, price, max_tokens, run_dir, dry_run, report_dirs) -> None:
     """Run SAGE's agent on a suite: retrieve, write, evaluate, learn; then report."""
-    from sage_engine.agent.report import compare_markdown, write_report
+    from sage_engine.agent import compare_markdown, write_report
 
     if report_dirs:
         reports = []
@@ -75,7 +75,7 @@ def _given(ctx: click.Context, name: str) -> bool:
 
 
 def _dry_run(state: State, v: dict) -> None:
-    from sage_engine.agent.runner import preview_prompts, select_tasks
+    from sage_engine.agent import preview_prompts, select_tasks
     from sage_engine.engine import Engine
 
     config = _allow_suite(state.config, v["suite"])
@@ -86,10 +86,8 @@ def _dry_run(state: State, v: dict) -> None:
 
 
 def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: str | None) -> None:
-    from sage_engine.agent.costs import parse_price
-    from sage_engine.agent.runner import Runner, new_settings, select_tasks
-    from sage_engine.agent.state import RunState
-    from sage_engine.agent.strategies import get_strategy, strategy_config
+    from sage_engine.agent import (RunState, Runner, get_strategy, new_settings, parse_price, select_tasks,
+                                   strategy_config)
     from sage_engine.engine import Engine
 
     stored = RunState.settings(Path(run_dir)) if run_dir else None
@@ -112,7 +110,7 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
     abstraction = settings.abstraction if settings else v["abstraction"]
     abstractor = None
     if strategy.consolidate and abstraction == "llm":
-        from sage_engine.agent.abstraction import LLMAbstractor
+        from sage_engine.agent import LLMAbstractor
 
         abstractor = LLMAbstractor(llm)
     with Engine(config, abstractor=abstractor) as engine:
@@ -183,7 +181,7 @@ def _check_resume(stored, v: dict, explicit: set[str], db: str | None) -> None:
 
 
 def _make_llm(provider: str, model: str, base_url: str | None, max_tokens: int):
-    from sage_engine.agent.llm import make_llm
+    from sage_engine.agent import make_llm
 
     env_key = "ANTHROPIC_API_KEY" if provider == "anthropic" else "OPENAI_API_KEY"
     key = os.environ.get(env_key)

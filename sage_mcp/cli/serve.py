@@ -9,8 +9,8 @@ import click
 
 from sage_engine.config import BACKENDS
 from sage_mcp.cli.common import State, err_console, handle_errors, pass_state
-from sage_mcp.lsp_clients import EDITORS, editor_config, lsp_command, where
-from sage_mcp.mcp_clients import CLIENTS, config_path, http_entry, merged_config, server_entry, write_config
+from sage_mcp.lsp.clients import EDITORS, editor_config, lsp_command, where
+from sage_mcp.mcp.clients import CLIENTS, config_path, http_entry, merged_config, server_entry, write_config
 
 
 @click.command()
@@ -29,8 +29,8 @@ def serve(state: State, host: str, port: int, allow_remote: bool, token_file: st
     on first start (mode 0600) and printed on stderr. Editors that launch
     servers themselves should use the stdio command `sage-mcp` instead.
     """
-    from sage_mcp.http_transport import serve as serve_http
-    from sage_mcp.server import check_executor
+    from sage_mcp.mcp.http import serve as serve_http
+    from sage_mcp.mcp.server import check_executor
 
     check_executor(state.config)
     serve_http(state.config, host=host, port=port, allow_remote=allow_remote, token_file=token_file, tokens_file=tokens_file)

@@ -35,7 +35,7 @@ def test_a_candidate_named_on_the_command_line_is_benched_outside_the_working_di
 
 
 def _bench(tmp_path: Path, calibration_dir: Path, *flags: str):
-    from tests.conftest import share_calibration
+    from tests.support.engine import share_calibration
 
     env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir)),
            "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
@@ -67,7 +67,7 @@ def test_bench_ncu_on_the_cpu_backend_says_why_there_are_no_metrics(tmp_path, ca
 
 
 def test_backends_calibrate_prints_the_measured_limits(tmp_path, calibration_dir):
-    from tests.conftest import share_calibration
+    from tests.support.engine import share_calibration
 
     env = {"SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir))}
     result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "backends", "calibrate"], env=env,

@@ -78,7 +78,7 @@ def test_show_prints_the_utility_history_after_an_episode(tmp_path):
     from sage_engine.config import Config
     from sage_engine.engine import Engine
     from sage_engine.models import Adoption
-    from tests.conftest import make_result
+    from tests.support.engine import make_result
 
     db = tmp_path / "m.db"
     with Engine(Config(db_path=db, auto_consolidate_every=0)) as eng:
@@ -95,7 +95,7 @@ def test_show_prints_the_utility_history_after_an_episode(tmp_path):
 def test_episodes_list_and_stats_count_the_episodes_closed_without_evidence(tmp_path):
     from sage_engine.config import Config
     from sage_engine.engine import Engine
-    from tests.conftest import make_result
+    from tests.support.engine import make_result
 
     db = tmp_path / "m.db"
     with Engine(Config(db_path=db, auto_consolidate_every=0)) as eng:

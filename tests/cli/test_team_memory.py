@@ -9,7 +9,7 @@ from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import Adoption, Lesson, NewItem
 from sage_mcp.cli import cli
-from tests.conftest import make_result, table_rows
+from tests.support.engine import make_result, table_rows
 
 
 def sage(*args: str):

@@ -15,7 +15,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 from pygls.protocol import default_converter
 
-from tests.conftest import share_calibration
+from tests.support.engine import share_calibration
 from tests.lsp.support import FAST_ENV, TASK, Workspace
 
 

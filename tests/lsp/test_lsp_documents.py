@@ -13,9 +13,9 @@ from sage_engine import kernels as kernel_finder
 from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import Adoption, NewItem
-from sage_mcp.lsp_documents import DocumentCache, ResultCache
+from sage_mcp.lsp.documents import DocumentCache, ResultCache
 
-from tests.conftest import make_result
+from tests.support.engine import make_result
 from tests.lsp.support import GOOD
 
 LIMIT = 400_000

@@ -6,9 +6,10 @@ from lsprotocol import types
 
 from sage_engine.kernels import find_kernels
 from sage_engine.models import CaseResult, Diagnostic, EvalResult, Profile, ScoredItem, TaskSummary
-from sage_mcp.lsp_views import (
+from sage_mcp.lsp.views import (
     SHORT_CHARS,
     ago,
+    code_lenses,
     content_hash,
     failure_headline,
     hover_markdown,
@@ -33,6 +34,17 @@ def _result(**kw) -> EvalResult:
     base = dict(status="correct", task="t", backend="cpu", hardware="x86_64", candidate_hash=content_hash(SOURCE), correct=True)
     base.update(kw)
     return EvalResult(**base)
+
+
+def test_lenses_show_the_result_over_every_kernel_or_offer_to_set_the_task_once():
+    kernels = find_kernels(SOURCE)
+    shown = code_lenses("file:///k.py", kernels, "softmax", "correct")
+    assert [(lens.range.start.line, lens.command.title, lens.command.arguments) for lens in shown] == [
+        (k.start_line, "SAGE: correct", ["file:///k.py", k.line]) for k in kernels]
+    before = code_lenses("file:///k.py", kernels, "/tasks/softmax/reference.py", None)
+    assert {lens.command.title for lens in before} == {"SAGE: benchmark vs reference.py"}
+    untasked = code_lenses("file:///k.py", kernels, None, None)
+    assert [(lens.range.start.line, lens.command.command) for lens in untasked] == [(kernels[0].start_line, "sage.setTask")]
 
 
 def test_correct_result_reads_as_speedup_status_backend_age_and_adoptions():

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require
+from tests.support.parts import require
 
 from tests.lsp.support import FAST_ENV, GOOD, WRONG, Workspace
 

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sage_mcp.mcp_arguments import describe
+from sage_mcp.mcp.arguments import describe
 
 
 class Item(BaseModel):

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
-from tests.mcp.mcp_support import seed, snapshot, text
+from tests.mcp.support import seed, snapshot, text
 
-from sage_mcp.server import create_server
+from sage_mcp.mcp.server import create_server
 
 NASTY_PATHS = [
     "../../etc/passwd", "/etc/shadow", "/etc/passwd", "~/.ssh/id_rsa", "/proc/self/environ", "..", "~",

@@ -25,7 +25,7 @@ from sage_engine.config import Config
 from sage_engine.evaluation.host.confine import probe
 from sage_engine.models import EvalResult
 from tests.evaluation.hostile_support import HOSTILE, Victim, header, memory_rows, processes_with
-from tests.mcp.mcp_support import stdio_params as config_params
+from tests.mcp.support import stdio_params as config_params
 
 CONFINEMENT = probe("auto")
 pytestmark = pytest.mark.skipif(not CONFINEMENT.confined, reason=f"needs bubblewrap: {CONFINEMENT.describe()}")

@@ -18,8 +18,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from sage_engine.engine import Engine
-from sage_mcp.http_transport import BearerAuth, is_loopback, load_or_create_token
-from tests.mcp.mcp_support import assert_every_schema_error_phrased
+from sage_mcp.mcp.http import BearerAuth, is_loopback, load_or_create_token
+from tests.mcp.support import assert_every_schema_error_phrased
 
 SAGE = Path(sys.executable).parent / "sage"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -196,7 +196,7 @@ async def test_accepted_connections_send_small_responses_without_delay():
     import asyncio
     import socket
 
-    from sage_mcp.http_transport import listen_socket
+    from sage_mcp.mcp.http import listen_socket
 
     sock = listen_socket("127.0.0.1", 0)
     accepted = asyncio.get_running_loop().create_future()

@@ -7,8 +7,8 @@ import pytest
 
 import anyio
 from mcp import Client
-from tests.conftest import make_result
-from tests.mcp.mcp_support import SILU_CPU, assert_every_schema_error_phrased, seed, stdio_params, text
+from tests.support.engine import make_result
+from tests.mcp.support import SILU_CPU, assert_every_schema_error_phrased, seed, stdio_params, text
 
 from sage_engine.engine import Engine
 from sage_engine.models import AdoptionReport, EvalResult, RetrievalResult

@@ -6,8 +6,8 @@ import anyio
 import pytest
 
 from sage_engine.config import Config
-from tests.conftest import postgres_cluster
-from tests.mcp.mcp_support import connect, seed, text
+from tests.support.postgres import postgres_cluster
+from tests.mcp.support import connect, seed, text
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 import anyio
 import pytest
 from mcp import MCPError
-from tests.conftest import make_result
-from tests.mcp.mcp_support import (
+from tests.support.engine import make_result
+from tests.mcp.support import (
     SILU_CPU,
     WRONG_SILU,
     assert_phrased,

@@ -22,7 +22,7 @@ from sage_engine.engine import Engine
 from sage_engine.errors import BackendUnavailable
 from sage_engine.models import EvalResult
 from sage_mcp.cli import cli
-from tests.mcp.mcp_support import connect
+from tests.mcp.support import connect
 from tests.ray.conftest import LABEL
 
 REFERENCE = """import torch

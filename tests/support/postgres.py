@@ -8,6 +8,7 @@ initdb refuses to run as root, so as root the cluster belongs to the
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -18,7 +19,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
+from tests.support.parts import require
+
+# The stores the suites that run on both (tests/memory, tests/mcp) take as `store_kind`.
+STORES = ["sqlite", "postgres"]
 SUPERUSER = "sage"
 _counter = itertools.count(1)
 
@@ -108,3 +114,16 @@ def start_cluster() -> Cluster:
 def remove_cluster(cluster: Cluster) -> None:
     cluster.stop("immediate")
     shutil.rmtree(cluster.data.parent, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def postgres_cluster() -> Iterator[Cluster]:
+    """A throwaway PostgreSQL cluster, removed afterwards (or a skip saying why not)."""
+    try:
+        cluster = start_cluster()
+    except (RuntimeError, OSError) as exc:
+        require("postgres", f"no PostgreSQL server for the tests: {exc}")
+    try:
+        yield cluster
+    finally:
+        remove_cluster(cluster)

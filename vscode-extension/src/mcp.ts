@@ -11,7 +11,7 @@ export interface McpLaunch {
     settings: () => SageSettings;
 }
 
-/** The MCP server agent mode starts: `python -m sage_mcp.server` on the same database as the editor. */
+/** The MCP server agent mode starts: `python -m sage_mcp.mcp` on the same database as the editor. */
 export async function sageMcpDefinition(info: ServerInfo, launch: McpLaunch): Promise<McpStdioServerDefinition> {
     const python = await launch.interpreter();
     return newMcpStdioServerDefinition(

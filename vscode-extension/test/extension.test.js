@@ -86,7 +86,7 @@ test('the language server runs the configured interpreter with the module named 
     assert.ok(languages.includes('python') && languages.includes('cpp'));
 });
 
-test('the MCP server definition runs sage_mcp.server on the same database', async () => {
+test('the MCP server definition runs sage_mcp.mcp on the same database', async () => {
     stub.state.configuration['sage.chip'] = 'Ascend910B4';
     await activate();
     const [contributed] = pkg.contributes.mcpServerDefinitionProviders;
@@ -95,7 +95,7 @@ test('the MCP server definition runs sage_mcp.server on the same database', asyn
     const [definition] = await provider.provideMcpServerDefinitions({});
     assert.ok(definition instanceof vscode.McpStdioServerDefinition);
     assert.equal(definition.command, '/opt/venv/bin/python');
-    assert.deepEqual(definition.args, ['-m', 'sage_mcp.server']);
+    assert.deepEqual(definition.args, ['-m', 'sage_mcp.mcp']);
     assert.deepEqual(definition.env, { SAGE_DB: '/ws/.sage/memory.db', SAGE_BACKEND: 'triton', SAGE_CHIP: 'Ascend910B4' });
     assert.equal(definition.version, pkg.version);
 });

@@ -17,6 +17,8 @@ ever makes a repetition slower.
 
 from __future__ import annotations
 
+from functools import partial
+
 import math
 import time
 from typing import Any
@@ -85,7 +87,7 @@ def measure_bandwidth(torch: Any, device: Any, size: int) -> dict[str, float]:
     n = size // 4
     src = torch.ones(n // 2, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    copy = best_rate(torch, device, lambda: dst.copy_(src), size) / 1e9
+    copy = best_rate(torch, device, partial(dst.copy_, src), size) / 1e9
     del src, dst
     whole = torch.ones(n, dtype=torch.float32, device=device)
     read = best_rate(torch, device, lambda: whole.sum(), size) / 1e9

@@ -22,10 +22,10 @@ from pygls.workspace import TextDocument
 
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, SageError
-from sage_engine.kernels import Kernel, TaskLink
+from sage_engine.kernels import Kernel, TaskLink, kernel_at
 from sage_engine.models import EvalResult
-from sage_mcp.lsp_documents import Analysis, language_of
-from sage_mcp.lsp_progress import Progress
+from sage_mcp.lsp.documents import Documents, language_of
+from sage_mcp.lsp.progress import Progress
 
 log = logging.getLogger("sage.lsp")
 T = TypeVar("T")
@@ -35,16 +35,8 @@ class EvaluationHost(Protocol):
     """What evaluations need of the language server that starts them."""
 
     engine: Engine
+    documents: Documents
     episodes: dict[str, int]
-    workspace: Any
-
-    def analysis(self, doc: TextDocument) -> Analysis: ...
-
-    def name_of(self, doc: TextDocument) -> str: ...
-
-    def path_of(self, doc: TextDocument) -> str | None: ...
-
-    def require_task(self, doc: TextDocument) -> TaskLink: ...
 
     def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]: ...
 
@@ -96,35 +88,38 @@ class Evaluations:
             raise InvalidInput(
                 "SAGE evaluates Python candidate modules (class ModelNew); benchmark the .py file that builds this kernel"
             )
-        analysis = self.ls.analysis(doc)
+        analysis = self.ls.documents.analysis(doc)
         if analysis.too_large:
             limit = self.ls.engine.config.max_candidate_chars
             raise InvalidInput(
-                f"{self.ls.name_of(doc)} has {analysis.chars:,} characters; SAGE evaluates candidates of up to "
-                f"{limit:,} (SAGE_MAX_CANDIDATE_CHARS)"
+                f"{self.ls.documents.name_of(doc)} has {analysis.chars:,} characters; SAGE evaluates candidates of "
+                f"up to {limit:,} (SAGE_MAX_CANDIDATE_CHARS)"
             )
-        return self.ls.require_task(doc)
+        return self.ls.documents.require_task(doc)
 
     def start(self, doc: TextDocument, kernel: Kernel | None) -> asyncio.Future:
         """Start evaluating the document's text now (or join the evaluation of
         the same text already in flight); the future holds the EvalResult."""
         link = self.check(doc)
-        digest = self.ls.analysis(doc).digest
+        digest = self.ls.documents.analysis(doc).digest
         running = self.running.get(doc.uri)
         if running is not None and running.content_hash == digest:
             return running.future
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self.running[doc.uri] = Evaluation(digest, future)
-        task = loop.create_task(self._run(doc.uri, doc.source, link, self.ls.path_of(doc), kernel, future))
+        path = self.ls.documents.path_of(doc)
+        task = loop.create_task(self._run(doc.uri, doc.source, link, path, kernel, future))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return future
 
-    async def benchmark(self, doc: TextDocument, kernel: Kernel | None) -> dict[str, Any]:
+    async def benchmark(self, doc: TextDocument, line: int | None) -> dict[str, Any]:
+        """Evaluate the document (named after the kernel at `line`, if any) and summarise the result."""
+        kernel = kernel_at(list(self.ls.documents.analysis(doc).kernels), line) if line is not None else None
         # Shielded: a cancelled request leaves the evaluation to finish and be shown.
         result = await asyncio.shield(self.start(doc, kernel))
-        return self.ls.summary(self.ls.workspace.get_text_document(doc.uri), result)
+        return self.ls.summary(self.ls.documents.get(doc.uri), result)
 
     async def _run(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None,
                    future: asyncio.Future) -> None:
@@ -172,7 +167,7 @@ class Evaluations:
             # A save is not a request: say why nothing runs, without a popup.
             log.info("not benchmarking %s on save: %s", doc.uri, exc)
             return False
-        if not self.ls.analysis(doc).kernels:
+        if not self.ls.documents.analysis(doc).kernels:
             return False
         # A snapshot: edits typed after the save are not part of this evaluation.
         snapshot = TextDocument(doc.uri, doc.source, version=doc.version, language_id=doc.language_id)
@@ -194,7 +189,7 @@ class Evaluations:
                 except SageError as exc:
                     self.ls.window_show_message(types.ShowMessageParams(
                         type=types.MessageType.Warning,
-                        message=f"SAGE: benchmark on save of {self.ls.name_of(snapshot)}: {exc}"))
+                        message=f"SAGE: benchmark on save of {self.ls.documents.name_of(snapshot)}: {exc}"))
                 except Exception:
                     log.exception("benchmark on save of %s failed", uri)  # the next save tries again
                 snapshot = self.saved.pop(uri, None)

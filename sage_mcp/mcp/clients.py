@@ -28,7 +28,7 @@ def server_command() -> list[str]:
     script = Path(sys.executable).parent / ("sage-mcp.exe" if os.name == "nt" else "sage-mcp")
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-m", "sage_mcp.server"]
+    return [sys.executable, "-m", "sage_mcp.mcp"]
 
 
 def server_args(db: str | Path | None = None, backend: str | None = None) -> list[str]:

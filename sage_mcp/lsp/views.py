@@ -4,9 +4,11 @@ code so each wording can be tested without a server."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 from lsprotocol import types
 
@@ -125,6 +127,30 @@ def result_summary(
     if stale:
         parts.append("stale")
     return " · ".join(parts)
+
+
+def code_lenses(uri: str, kernels: Sequence[Kernel], task: str | None, summary: str | None) -> list[types.CodeLens]:
+    """The lenses over a document's kernels: the last result's `summary`
+    over each (clicking benchmarks again), "benchmark vs <task>" before any
+    result, and "Set task…" over the first when the file has no task."""
+    if summary is not None:
+        title = "SAGE: " + summary
+    elif task is not None:
+        title = f"SAGE: benchmark vs {Path(task).name if os.sep in task else task}"
+    else:
+        title = ""  # no result and no task: only "Set task…"
+    lenses = []
+    for n, kernel in enumerate(kernels):
+        if summary is not None or task is not None:
+            lenses.append(lens(kernel.start_line, title, "sage.benchmark", [uri, kernel.line]))
+        if task is None and n == 0:
+            lenses.append(lens(kernel.start_line, "SAGE: Set task…", "sage.setTask", [uri]))
+    return lenses
+
+
+def lens(line: int, title: str, command: str, arguments: list[Any]) -> types.CodeLens:
+    at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=0))
+    return types.CodeLens(range=at, command=types.Command(title=title, command=command, arguments=arguments))
 
 
 def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count: int,

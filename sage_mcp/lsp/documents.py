@@ -1,5 +1,7 @@
-"""What the language server remembers between requests, so that a request
-costs what changed since the last one and no more:
+"""What the language server knows about the open documents (`Documents`:
+each one's kernels, file, task and last stored result), and what it
+remembers between requests so that a request costs what changed since the
+last one and no more:
 
 - `DocumentCache`: each open document's kernels and content hash, computed
   once per document version (a lens, a hover and the idle check all reuse
@@ -15,16 +17,18 @@ costs what changed since the last one and no more:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
-from pygls.workspace import TextDocument
+from pygls.uris import to_fs_path
+from pygls.workspace import TextDocument, Workspace
 
 from sage_engine import kernels as kernel_finder
 from sage_engine.engine import Engine
-from sage_engine.errors import NotFound
-from sage_engine.kernels import Kernel
+from sage_engine.errors import InvalidInput, NotFound
+from sage_engine.kernels import Kernel, TaskLink
 from sage_engine.models import EvalResult
-from sage_mcp import lsp_views as views
+from sage_mcp.lsp import views
 
 KERNEL_LANGUAGES = {"python", "cpp", "c"}
 
@@ -125,3 +129,59 @@ class ResultCache:
         count = next((len(a.adopted_ids) for a in episode.attempt_list if a.id == attempt), 0)
         (self._adopted if episode.status == "closed" else self._open)[attempt] = count
         return count
+
+
+class Documents:
+    """What SAGE knows about an open document: its analysis (kernels, hash),
+    its file, the task it implements and its file's last stored result."""
+
+    def __init__(self, engine: Callable[[], Engine], workspace: Callable[[], Workspace]):
+        self._engine = engine
+        self._workspace = workspace  # pygls makes a new one at `initialize`
+        self.cache = DocumentCache()
+        self.results = ResultCache(engine)
+
+    def get(self, uri: str) -> TextDocument:
+        if not isinstance(uri, str) or not uri:
+            raise InvalidInput("pass the document URI as the first argument")
+        return self._workspace().get_text_document(uri)
+
+    @staticmethod
+    def path_of(doc: TextDocument) -> str | None:
+        path = to_fs_path(doc.uri) if doc.uri.startswith("file:") else None
+        return str(Path(path).resolve()) if path else None
+
+    @staticmethod
+    def name_of(doc: TextDocument) -> str:
+        return Path(Documents.path_of(doc) or doc.uri).name
+
+    def analysis(self, doc: TextDocument) -> Analysis:
+        return self.cache.analyse(doc, self._engine().config.max_candidate_chars)
+
+    def kernels(self, doc: TextDocument) -> list[Kernel]:
+        return list(self.analysis(doc).kernels)
+
+    def task_of(self, doc: TextDocument) -> TaskLink | None:
+        path = self.path_of(doc)
+        if path is None:
+            found = kernel_finder.header_task(doc.source)
+            return TaskLink(found[0], "header", doc.uri, found[1]) if found else None
+        root = self._workspace().root_path
+        return kernel_finder.find_task(Path(path), doc.source, stop_at=Path(root) if root else None)
+
+    def require_task(self, doc: TextDocument) -> TaskLink:
+        link = self.task_of(doc)
+        if link is None:
+            raise InvalidInput(
+                f"no task set for {self.name_of(doc)}: add '# sage: task=<task id or path>' "
+                "at the top, map it in .sage/tasks.json, or run 'SAGE: Set task for this file'"
+            )
+        return link
+
+    def last_result(self, doc: TextDocument) -> EvalResult | None:
+        """The newest stored result for the document's file, as of the last `results.check()`."""
+        path = self.path_of(doc)
+        return self.results.last_result(path) if path else None
+
+    def is_stale(self, doc: TextDocument, result: EvalResult) -> bool:
+        return result.candidate_hash != self.analysis(doc).digest

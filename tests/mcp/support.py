@@ -15,8 +15,8 @@ from mcp import Client, StdioServerParameters
 from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import NewItem
-from sage_mcp.server import create_server
-from tests.conftest import table_rows
+from sage_mcp.mcp.server import create_server
+from tests.support.engine import table_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "sage_engine" / "suite" / "tasks"

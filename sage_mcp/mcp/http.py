@@ -160,12 +160,12 @@ class BearerAuth:
         return found
 
 
-# The header the MCP tools read the caller's name from (mcp_tools.USER_HEADER).
+# The header the MCP tools read the caller's name from (tools.USER_HEADER).
 USER_HEADER = b"x-sage-user"
 
 
 def build_app(config: Config, tokens: dict[str, str], host: str) -> ASGIApp:
-    from sage_mcp.server import create_server
+    from sage_mcp.mcp.server import create_server
 
     server = create_server(config)
     return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), tokens)

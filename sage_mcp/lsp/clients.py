@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from sage_mcp.mcp_clients import server_args
+from sage_mcp.mcp.clients import server_args
 
 EDITORS = ("neovim", "helix")
 POLL_SECONDS = "3"  # helix and neovim cannot be asked to refresh lenses: the server checks the memory this often

@@ -4,7 +4,7 @@ Code lenses over each kernel show its last evaluation (from any surface that
 wrote to the same memory database, an agent over MCP included), diagnostics
 carry compile errors and mismatches to their lines, hover lists the rules
 memory holds for the kernel's task, and commands benchmark, retrieve, adopt
-and consolidate. Handlers here are thin: `SageLanguageServer` (lsp_server.py)
+and consolidate. Handlers here are thin: `SageLanguageServer` (server.py)
 owns the Engine and does the work.
 """
 
@@ -21,10 +21,9 @@ from typing import Any, Awaitable, Callable, TypeVar
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from sage_engine import kernels as kernel_finder
 from sage_engine.errors import InvalidInput, SageError
 from sage_engine.models import Lesson
-from sage_mcp.lsp_server import SageLanguageServer
+from sage_mcp.lsp.server import SageLanguageServer
 
 # LSP 3.17 "RequestFailed": the request was well formed but could not be done.
 REQUEST_FAILED = -32803
@@ -33,18 +32,20 @@ T = TypeVar("T")
 server = SageLanguageServer()
 
 
-def _sage_errors(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
+def _command(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
     """Errors a user can fix go back as the request's error with SAGE's message
-    (no traceback); anything else is pygls's internal error."""
+    (no traceback); anything else is pygls's internal error. Every command
+    runs in `ls.commands`, so shutdown can answer one still running."""
 
     @functools.wraps(fn)
     async def wrapper(ls: SageLanguageServer, *args: Any) -> Any:
-        try:
-            out = fn(ls, *args)
-            return await out if asyncio.iscoroutine(out) else out
-        except SageError as exc:
-            # The same `kind` MCP and the CLI show, for a client to act on.
-            raise JsonRpcException(message=str(exc), code=REQUEST_FAILED, data={"kind": exc.kind}) from exc
+        with ls.commands.answering():
+            try:
+                out = fn(ls, *args)
+                return await out if asyncio.iscoroutine(out) else out
+            except SageError as exc:
+                # The same `kind` MCP and the CLI show, for a client to act on.
+                raise JsonRpcException(message=str(exc), code=REQUEST_FAILED, data={"kind": exc.kind}) from exc
 
     return wrapper
 
@@ -68,14 +69,14 @@ def _arg(args: tuple[Any, ...], index: int, kind: type, name: str, *, required: 
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: SageLanguageServer, params: types.InitializeParams) -> None:
-    ls.apply_settings(params.initialization_options)
+    ls.settings.apply(params.initialization_options)
 
 
 @server.feature(types.INITIALIZED)
 async def initialized(ls: SageLanguageServer, params: types.InitializedParams) -> None:
     if ls.poll_seconds > 0:
         ls.start_watching()
-    await ls.pull_settings()
+    await ls.settings.pull()
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -83,15 +84,14 @@ def did_change_configuration(ls: SageLanguageServer, params: types.DidChangeConf
     """Settings pushed with the notification apply before the next message is
     handled; an empty push (the pull model) means "ask me"."""
     if isinstance(params.settings, dict) and params.settings:
-        ls.apply_settings(params.settings)
+        ls.settings.apply(params.settings)
     else:
-        ls.pull_settings_soon()
+        ls.settings.pull_soon()
 
 
 @server.feature(types.SHUTDOWN)
-def shutdown(ls: SageLanguageServer, params: None) -> None:
-    ls.cancel_requests()
-    ls.close()
+async def shutdown(ls: SageLanguageServer, params: None) -> None:
+    await ls.stop()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -138,65 +138,58 @@ def code_action(ls: SageLanguageServer, params: types.CodeActionParams) -> list[
 
 
 @server.command("sage.benchmark")
-@_sage_errors
+@_command
 async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Evaluate the document against its task: sage.benchmark(uri, line?)."""
-    doc = ls.document(_arg(args, 0, str, "uri"))
-    line = _arg(args, 1, int, "line", required=False)
-    kernel = kernel_finder.kernel_at(ls.kernels_in(doc), line) if line is not None else None
-    return await ls.evaluations.benchmark(doc, kernel)
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.evaluations.benchmark(doc, _arg(args, 1, int, "line", required=False))
 
 
 @server.command("sage.lastResult")
-@_sage_errors
+@_command
 def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """The document's last stored evaluation: sage.lastResult(uri)."""
-    return ls.stored_summary(ls.document(_arg(args, 0, str, "uri")))
+    return ls.stored_summary(ls.documents.get(_arg(args, 0, str, "uri")))
 
 
 @server.command("sage.retrieveRules")
-@_sage_errors
+@_command
 async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Open an episode for the document's task and return what it shows: sage.retrieveRules(uri, k?)."""
-    return await ls.retrieve(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, int, "k", required=False))
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.actions.retrieve(doc, _arg(args, 1, int, "k", required=False))
 
 
 @server.command("sage.recordAdoption")
-@_sage_errors
+@_command
 async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """sage.recordAdoption(uri, item_ids, episode_id?, lesson?): credit what was used and close the episode."""
     ids = _arg(args, 1, list, "item_ids")
     if not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise InvalidInput("item_ids must be a list of integer item ids")
     lesson = _arg(args, 3, dict, "lesson", required=False)
-    return await ls.record_adoption(
+    return await ls.actions.record_adoption(
         _arg(args, 0, str, "uri"), ids, _arg(args, 2, int, "episode_id", required=False),
         Lesson(**lesson) if lesson else None,
     )
 
 
 @server.command("sage.consolidate")
-@_sage_errors
+@_command
 async def consolidate(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Promote proven items into the resident rulebook: sage.consolidate(dry_run?)."""
-    dry_run = bool(_arg(args, 0, bool, "dry_run", required=False))
-    async with ls.progress("SAGE: consolidating memory") as report:
-        result = await ls.in_memory_worker(ls.engine.consolidate, dry_run=dry_run, progress=report)
-    return result.model_dump(mode="json")
+    return await ls.actions.consolidate(bool(_arg(args, 0, bool, "dry_run", required=False)))
 
 
 @server.command("sage.memory")
-@_sage_errors
+@_command
 def memory(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Resident rules and retrievable items, for the memory view: sage.memory(limit?)."""
-    limit = _arg(args, 0, int, "limit", required=False) or 200
-    rules = ls.engine.resident_rules()
-    items = ls.engine.list_items(status="active", limit=limit)
-    return {"rules": [r.model_dump(mode="json") for r in rules], "items": [i.model_dump(mode="json") for i in items]}
+    return ls.actions.memory(_arg(args, 0, int, "limit", required=False) or 200)
 
 
 @server.command("sage.quarantine")
-@_sage_errors
+@_command
 def quarantine(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Never show an item again (kept for the audit trail): sage.quarantine(item_id, reason?)."""
     item = ls.engine.quarantine_item(_arg(args, 0, int, "item_id"), _arg(args, 1, str, "reason", required=False) or "")
@@ -204,24 +197,25 @@ def quarantine(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 
 
 @server.command("sage.delete")
-@_sage_errors
+@_command
 def delete(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """Soft-delete an item: sage.delete(item_id)."""
     return ls.engine.delete_item(_arg(args, 0, int, "item_id")).model_dump(mode="json")
 
 
 @server.command("sage.listTasks")
-@_sage_errors
+@_command
 def list_tasks(ls: SageLanguageServer, *args: Any) -> list[dict[str, Any]]:
     """The bundled tasks, for a task picker."""
     return [t.model_dump(mode="json") for t in ls.engine.list_tasks()]
 
 
 @server.command("sage.setTask")
-@_sage_errors
+@_command
 async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     """sage.setTask(uri, task?): name the task this file implements; without one, offer the task list."""
-    return await ls.set_task(ls.document(_arg(args, 0, str, "uri")), _arg(args, 1, str, "task", required=False))
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.actions.set_task(doc, _arg(args, 1, str, "task", required=False))
 
 
 # ---------------------------------------------------------------------- main
@@ -247,6 +241,3 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.close()
 
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """SAGE's MCP server: the agent protocol (retrieve_rules -> compile_and_bench
--> record_adoption -> consolidate), memory and task tools (`mcp_tools`),
+-> record_adoption -> consolidate), memory and task tools (`tools`),
 resources and a protocol prompt, over stdio (`sage-mcp`) or streamable HTTP
 (`sage serve`). The Engine opens in the server's lifespan; a background task
 closes and credits episodes left idle.
@@ -30,11 +30,11 @@ from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, NotFound, SageError
 from sage_engine.models import AdoptionReport, Item
-from sage_mcp.mcp_arguments import describe
-from sage_mcp.mcp_clients import connect_hint
-from sage_mcp.mcp_tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
+from sage_mcp.mcp.arguments import describe
+from sage_mcp.mcp.clients import connect_hint
+from sage_mcp.mcp.tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
 
-log = logging.getLogger("sage_mcp.server")
+log = logging.getLogger("sage_mcp.mcp.server")
 
 INSTRUCTIONS = """\
 SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
@@ -288,6 +288,3 @@ def main(argv: list[str] | None = None) -> int:
     create_server(config).run()
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
