@@ -177,6 +177,7 @@ def _with_profile(result: EvalResult, report: Report, limits: MachineLimits | No
                                       limits_note=limits_note)
     if limits is not None:
         profile.calibration = calibration.describe(limits)
+        profile.limits = limits.model_copy(update={"path": None, "cached": False})  # what its chart draws, kept
     update: dict[str, Any] = {"profile": profile}
     diags = list(result.diagnostics)
     if profile.impossible:
