@@ -9,9 +9,11 @@ Each tree is measured in a process of its own, importing that tree's
 started from): the warm, confined pool of `benchmarks/harness.py`, its
 start-up not counted, every candidate the task's reference renamed to
 ModelNew. Prints each round and the ratios of the medians (this / other):
-evaluations per minute, and the harness's own overhead per evaluation (the
+evaluations per minute, the harness's own overhead per evaluation (the
 wall outside the model calls, far less sensitive to a noisy machine than
-the timing phase, whose length follows the noise).
+the timing phase, whose length follows the noise), and the reference's
+timed median per task (the median over tasks of this / other: what a change
+to the timing loop costs what it measures).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ with tempfile.TemporaryDirectory() as tmp:
         deadline = time.monotonic() + %(wait)s
         while len(harness.pool.worker_pids()) < config.eval_workers and time.monotonic() < deadline:
             time.sleep(0.1)
-        walls, overheads = [], []
+        walls, overheads, medians = [], [], {}
         for task, source in work:
             start = time.perf_counter()
             result = harness.evaluate(task, source)
@@ -54,7 +56,9 @@ with tempfile.TemporaryDirectory() as tmp:
             overheads.append(walls[-1] - result.phases.get("model_calls", 0.0))
             if result.status != "correct":
                 raise SystemExit(f"{task.id}: {result.status}: {result.message}")
-print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "overhead_s": sum(overheads) / len(overheads)}))
+            medians[task.id] = result.reference_timing.median_ms
+print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "overhead_s": sum(overheads) / len(overheads),
+                  "reference_ms": medians}))
 ''' % {"wait": SPARE_WAIT_S}
 
 
@@ -79,12 +83,15 @@ def main() -> None:
     trees = {"this": ROOT, "other": Path(args.against).resolve()}
     per_min: dict[str, list[float]] = {name: [] for name in trees}
     overhead: dict[str, list[float]] = {name: [] for name in trees}
+    reference: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     for round_ in range(args.rounds):
         order = list(trees.items()) if round_ % 2 == 0 else list(trees.items())[::-1]
         for name, tree in order:
             found = measure(tree, args.tasks, args.budget, settings)
             per_min[name].append(found["per_min"])
             overhead[name].append(found["overhead_s"])
+            for task, ms in found.get("reference_ms", {}).items():
+                reference[name].setdefault(task, []).append(ms)
         print(f"round {round_ + 1}: " + ", ".join(
             f"{n} {per_min[n][-1]:.1f}/min ({1000 * overhead[n][-1]:.0f} ms overhead)" for n in trees), flush=True)
     this, other = (statistics.median(per_min[n]) for n in trees)
@@ -93,6 +100,11 @@ def main() -> None:
           f"ratio {this / other:.3f} ({100 * (this / other - 1):+.1f}%)")
     print(f"mean harness overhead per evaluation (wall outside model calls), median of rounds: this "
           f"{1000 * cost_this:.0f} ms, other {1000 * cost_other:.0f} ms; ratio {cost_this / cost_other:.3f}")
+    mine, theirs = reference["this"], reference["other"]
+    ratios = sorted(statistics.median(mine[t]) / statistics.median(theirs[t]) for t in mine if t in theirs)
+    if ratios:
+        print(f"reference median per task, this / other over {len(ratios)} tasks: median {statistics.median(ratios):.3f} "
+              f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})")
 
 
 if __name__ == "__main__":

@@ -131,7 +131,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     for t in report["tasks"]:
         out.append(
             f"| {t['finished_seq']} | {t['task']} | {'yes' if t['solved'] else 'no'} | {t['rounds_used']} | "
-            f"{' '.join(t['statuses'])} | {_x(t['best_speedup'])} | {_x(t['s_self'])} | "
+            f"{' '.join(t['statuses'])} | {_best(t)} | {_x(t['s_self'])} | "
             f"{', '.join(f'#{i}' for i in t['adopted_ids'] or t['claimed_ids']) or '-'} | {t['tokens']} | "
             f"{_num(t['cost_usd'], 3)} |"
         )
@@ -229,6 +229,13 @@ def _mean(values: Sequence[float]) -> float | None:
 
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.1%}"
+
+
+def _best(task: dict[str, Any]) -> str:
+    """The best speedup, or the unverified one marked so (counted in no metric)."""
+    if task.get("best_speedup") is None and task.get("best_speedup_unverified"):
+        return f"{_x(task['best_speedup_unverified'])} (unverified)"
+    return _x(task.get("best_speedup"))
 
 
 def _x(v: float | None) -> str:

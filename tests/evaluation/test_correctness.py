@@ -99,3 +99,14 @@ def test_outputs_of_ordinary_size_keep_the_usual_tolerance():
     assert result.ok and result.scale is None
     all_zero = torch.zeros(8)  # nothing to scale by: a constant output is told apart elsewhere
     assert compare_outputs([all_zero], [all_zero + 1e-6], mode="kernelbench", small_output_factor=10.0).ok
+
+
+def test_at_large_input_values_the_absolute_tolerance_grows_with_the_outputs_scale():
+    # A row sum of values x100 that cancels to near zero: summed in another
+    # order it is off by rounding of its terms, not by a wrong kernel.
+    torch.manual_seed(0)
+    x = torch.randn(64, 129) * 100.0
+    ref, other_order = x.sum(1), x.flip(1).sum(1)
+    assert not compare_outputs([ref], [other_order + 2e-3], mode="kernelbench").ok
+    assert compare_outputs([ref], [other_order + 2e-3], mode="kernelbench", scaled_inputs=True).ok
+    assert not compare_outputs([ref], [other_order + 1.0], mode="kernelbench", scaled_inputs=True).ok

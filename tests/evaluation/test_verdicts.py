@@ -170,3 +170,16 @@ def test_a_correct_kernel_that_runs_long_in_the_interpreter_is_correct_not_a_tim
     assert result.status == "correct", result.message
     assert any(d.category == "timing" and d.message.startswith(("timing skipped", "timing incomplete"))
                for d in result.diagnostics), result.diagnostics
+
+
+def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_clocks(harness):
+    # It reaches the timer's clock in its own process (past the static checks'
+    # names) and makes every timed interval read half as long as it was.
+    candidate = (
+        "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
+        "clock = sys.__dict__['mod' + 'ules']['sage_engine.evaluation.timing']\n"
+        "real = time.perf_counter\nclock._perf = lambda: real() * 0.5\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n")
+    result = harness.evaluate(fixture_task("matmul"), candidate)
+    assert result.status == "rejected", result.message
+    assert "misreported how long its calls took" in result.message and "more CPU" in result.message

@@ -40,6 +40,12 @@ def test_correct_result_reads_as_speedup_status_backend_age_and_adoptions():
     assert text == "2.31x vs reference · correct · cpu · 3 min ago · 2 rules adopted"
 
 
+def test_an_unverified_speedup_reads_as_unverified():
+    text = result_summary(_result(speedup=52.5, speedup_trusted=False, suspicious_speedup=True,
+                                  speedup_note="unverified: the candidate skipped reading inputs"))
+    assert text == "52.50x vs reference (unverified) · correct · cpu"
+
+
 def test_incorrect_result_without_a_message_shows_the_max_abs_error():
     text = result_summary(_result(status="incorrect", correct=False, max_abs_error=0.0312))
     assert text == "incorrect: max abs err 3.1e-02 · cpu"

@@ -91,6 +91,8 @@ test('status text: nothing yet, speedup, failure, stale', () => {
     assert.equal(statusText(summary).text, '$(check) SAGE 1.50x');
     assert.equal(statusText({ ...summary, result: { status: 'compile_error', correct: false } }).text, '$(error) SAGE compile error');
     assert.equal(statusText({ ...summary, stale: true }).text, '$(check) SAGE 1.50x $(history)');
+    const unverified = { ...summary, result: { ...summary.result, speedup: 52.5, speedup_trusted: false } };
+    assert.equal(statusText(unverified).text, '$(check) SAGE 52.50x (unverified)');
 });
 
 const { renderProfileHtml } = require('../out/profileView.js');

@@ -27,7 +27,7 @@ class FrameJudge:
 
     def frame(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any] | None,
               pristine: list[Any] | None, then: Callable[[], None] | None = None, observed: list[int] = (),
-              ) -> tuple[correctness.Comparison, list[Any] | None]:
+              scaled_inputs: bool = False) -> tuple[correctness.Comparison, list[Any] | None]:
         """The comparison for one frame, reading its tensors only once their
         headers match what the reference produced; `then` runs once the frame
         is read, before the comparison. (Comparison, the candidate's values)
@@ -63,7 +63,8 @@ class FrameJudge:
         if then is not None:
             then()
         result = correctness.compare_outputs(ref_out + extra_ref, cand + extra_cand, mode=self.mode,
-                                             override=self.override, small_output_factor=self.factor)
+                                             override=self.override, small_output_factor=self.factor,
+                                             scaled_inputs=scaled_inputs)
         if result.scale is not None and not self.judgement.notes:
             self.judgement.notes.append(
                 f"outputs compared relative to their own scale: the largest magnitude, {result.scale:.3g}, is at "

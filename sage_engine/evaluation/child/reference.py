@@ -168,7 +168,8 @@ class ReferenceSide(Side):
         self.send_inputs(sent, seed, case=index, trial=0, row=row, variant=variant.name, at=at, model_seed=seed)
         header = self.read_frame(index, 0)
         observed = self.changed_by_candidate(index, pristine)
-        result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed)
+        result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed,
+                                     scaled_inputs=variant.scale is not None)
         message = result.message
         if not result.ok:
             message = (f"correct at {self.declared_at}, wrong at {at} ({variant.name}): "

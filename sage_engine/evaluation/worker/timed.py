@@ -54,7 +54,8 @@ class TimingPhase:
         self.end = sup.deadline if options.wall_s is None else min(sup.deadline, time.monotonic() + options.wall_s)
         self.idle = self.busy = 0.0  # candidate CPU between and during its commands
         self.after: float | None = None
-        self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}
+        self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
+        self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []
         self.all_streams: set[str] = set()
         self.inner: dict[str, int] = {}
@@ -79,6 +80,7 @@ class TimingPhase:
         # Watched from here on: stops and continues of the pauses before timing are not counted.
         self.guard = ReferenceGuard(self.ref)
         self.cpu = CpuMeter(self.cand.pid)
+        self.meters = {"reference": CpuMeter(self.ref.pid), "candidate": self.cpu}
         # Threads alive now (torch's, a pool the candidate made while checked) may
         # stay; one that a timed call starts and leaves running is work after the timer.
         self.known = thread_ids(self.cand.pid)
@@ -93,14 +95,20 @@ class TimingPhase:
                           "background work after forward returned")
         # The smallest gap: a loaded machine only ever adds delay to the worker's
         # view, while a process that under-reports adds its lie to every sample.
+        # Both clocks must say so: the worker's wall (a preempted process is
+        # slow by the wall, not by its CPU) and the process's own CPU time (a
+        # process with threads of its own uses more CPU than wall).
         gap_ref, gap_cand = min(self.gaps["reference"]), min(self.gaps["candidate"])
-        if not opts.device_clock and gap_cand - gap_ref > max(MISREPORT_FLOOR_S,
-                                                              MISREPORT_SHARE * statistics.median(self.claims)):
+        cpu_ref, cpu_cand = min(self.cpu_gaps["reference"]), min(self.cpu_gaps["candidate"])
+        bound = max(MISREPORT_FLOOR_S, MISREPORT_SHARE * statistics.median(self.claims))
+        if not opts.device_clock and gap_cand - gap_ref > bound and cpu_cand - cpu_ref > bound:
             raise self.misreported(f"its batches took at least {gap_cand * 1e3:.3f} ms longer by the worker's clock "
-                                   f"than reported; the reference's, {gap_ref * 1e3:.3f} ms")
+                                   f"than reported, and {cpu_cand * 1e3:.3f} ms more CPU; the reference's, "
+                                   f"{gap_ref * 1e3:.3f} ms and {cpu_ref * 1e3:.3f} ms")
         checks: dict[str, Any] = {
             "cpus": cpus, "inner_calls": self.inner, "idle_cpu_ms": round(self.idle * 1000, 3),
             "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
+            "cpu_gap_us": {"reference": round(cpu_ref * 1e6, 1), "candidate": round(cpu_cand * 1e6, 1)},
             "fresh_inputs_checked": self.checked["fresh"], "stale_checks": self.checked["stale"],
             "stale_inconclusive": self.checked["stale_inconclusive"],
             "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0}
@@ -112,9 +120,10 @@ class TimingPhase:
 
     def sample(self, c: Child) -> float:
         n = self.inner[c.role]
-        t0 = time.perf_counter()
+        meter = self.meters[c.role]
+        cpu0, t0 = meter.seconds(), time.perf_counter()
         text = self.sup.command(c, f"rep {n}", self.end)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, meter.seconds() - cpu0
         meddled = self.guard.meddled()
         if meddled:
             raise decided("rejected", f"while the reference process was being timed, something {meddled}: only the "
@@ -134,6 +143,7 @@ class TimingPhase:
         # too). A process hiding work there gains at most that: microseconds.
         allowance = CHURN_SLACK * n * statistics.median(self.churn) if self.churn else 0.0
         self.gaps[c.role].append(wall - claimed - allowance)
+        self.cpu_gaps[c.role].append(cpu - claimed - allowance)
         if c is self.cand:
             self.claims.append(claimed)
         return claimed / n
