@@ -171,11 +171,15 @@ def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | 
     why = []
     bare = side.bare_us
     if bare and abs(bare / timed_us - 1.0) > AGREEMENT:
-        slower = "slower" if bare > timed_us else "faster"
-        why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} each in the profile phase, "
-                   f"{max(bare, timed_us) / min(bare, timed_us):.1f}x {slower} than while timed: the machine was "
-                   f"{'busier' if bare > timed_us else 'quieter'} then, or its caches held other data (the timed "
-                   "median is what counts)")
+        factor = max(bare, timed_us) / min(bare, timed_us)
+        if bare > timed_us:
+            why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile "
+                       f"phase, {factor:.1f}x slower than while timed: the machine was busier then, or its caches "
+                       "held other data (the timed median is what counts)")
+        else:
+            why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile "
+                       f"phase, {factor:.1f}x faster than the timed median: other work on the machine slowed the "
+                       "timed calls (a median of many samples holds such pauses, the fastest of a few calls need not)")
     reference_us = bare or side.wall_us
     if reference_us and side.kernel_us < (1.0 - AGREEMENT) * reference_us:
         outside = ("outside torch ops (Python, or compiled code of its own the profiler cannot see)"
