@@ -51,6 +51,7 @@ from sage_engine.services.rulebook import RulebookService
 if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.tasks import Task
+    from sage_engine.report.suite_page import SuitePage
 
 log = logging.getLogger(__name__)
 
@@ -277,7 +278,7 @@ class Engine:
         path.write_text(svg, encoding="utf-8")
         return path
 
-    def suite_report(self, path: Path | str, *, kind: str, backend: str, total: int | None = None):
+    def suite_report(self, path: Path | str, *, kind: str, backend: str, total: int | None = None) -> "SuitePage":
         """An HTML report of a suite (`report.suite_page.SuitePage`), rewritten as each row is added."""
         from sage_engine.report.suite_page import SuitePage
 

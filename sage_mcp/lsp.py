@@ -154,6 +154,13 @@ def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     return ls.stored_summary(ls.document(_arg(args, 0, str, "uri")))
 
 
+@server.command("sage.roofline")
+@_sage_errors
+def roofline(ls: SageLanguageServer, *args: Any) -> str | None:
+    """The document's last result's roofline as inline SVG (None: not profiled): sage.roofline(uri)."""
+    return ls.roofline(ls.document(_arg(args, 0, str, "uri")))
+
+
 @server.command("sage.retrieveRules")
 @_sage_errors
 async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:

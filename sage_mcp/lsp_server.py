@@ -206,6 +206,10 @@ class SageLanguageServer(MemoryActions, LanguageServer):
         return {"uri": doc.uri, "task": link.task if link else result.task, "summary": text, "stale": stale,
                 "running": running, "result": result.model_dump(mode="json")}
 
+    def roofline(self, doc: TextDocument) -> str | None:
+        result = self.last_result(doc)
+        return self.engine.roofline_svg(result, standalone=False) if result and result.profile else None
+
     def stored_summary(self, doc: TextDocument) -> dict[str, Any]:
         self.results.check()
         return self.summary(doc, self.last_result(doc))

@@ -145,11 +145,11 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
                 return
             with done_lock:
                 done[0] += 1
+                if page is not None:  # first, so a row in the rows file is on the page too
+                    page.add(suite_page.row_from_check(results[index].as_dict()))
                 if out is not None:
                     out.write(json.dumps(results[index].as_dict()) + "\n")
                     out.flush()  # in the file as soon as it is known: a killed run keeps it
-                if page is not None:
-                    page.add(suite_page.row_from_check(results[index].as_dict()))
                 if progress:
                     progress(done[0], len(tasks), task.id)
 
