@@ -214,7 +214,8 @@ def _rows_table(rows: list[Row], kind: Kind) -> str:
         name = _e(r.id) + (f"<br><span class=muted>{_e(r.solution)}</span>" if r.solution else "") + \
             (f"<br><span class=muted>{_e(r.benchmark)}</span>" if r.benchmark not in ("local", "") else "")
         status = "degenerate" if r.degenerate else r.status
-        detail = r.degenerate or r.detail or ""
+        # A correct row's message ("correct on 3 trial(s) ...") says nothing the badge does not.
+        detail = r.degenerate or ("" if r.status == "correct" else r.detail)
         cause = (f"<b>{_e(r.cause)}</b><br>" if r.cause else "") + \
             (f'<span class=muted title="{_e(detail)}">{_e(_cut(detail, DETAIL_CHARS))}</span>' if detail else "")
         speedup = f"{r.speedup:.3f}" if r.speedup else "–"
