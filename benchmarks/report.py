@@ -65,7 +65,10 @@ def main() -> None:
         cycled = []
         for i in range(args.n):
             row = rows[i % len(rows)].model_copy(deep=True)
-            row.id = names[i] if i < len(names) else f"{row.id}#{i}"
+            if names:
+                row.id = names[i % len(names)]
+            elif i >= len(rows):
+                row.id = f"{row.id}#{i // len(rows)}"
             cycled.append(row)
         t0 = time.perf_counter()
         text = render_page(cycled, kind="check" if args.rows else "run", backend="cpu")

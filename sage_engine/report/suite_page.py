@@ -150,8 +150,8 @@ def render_page(rows: list[Row], *, kind: Kind, backend: str, started: str = "",
     state = (f"complete: {len(rows)} row{'s' if len(rows) != 1 else ''}" if done else
              f"in progress: {len(rows)}{f' of {total}' if total else ''} rows so far; this page is rewritten as "
              "each row arrives")
-    when = f"started {started}" + (f", {wall_s:.0f} s" if wall_s is not None else "")
-    body = [f"<h1>{_e(title)}</h1>", f'<p class="{"muted" if done else "warn"}">{_e(state)} · {_e(when)}</p>',
+    when = "".join([f" · started {started}" if started else "", f", {wall_s:.0f} s" if started and wall_s else ""])
+    body = [f"<h1>{_e(title)}</h1>", f'<p class="{"muted" if done else "warn"}">{_e(state + when)}</p>',
             "<h2>Summary by benchmark</h2>", _summary_table(rows, kind),
             '<div class="charts"><div><h2>Speedups (log scale)</h2>', speedup_histogram(rows, kind), "</div>",
             "<div><h2>Statuses by cause</h2>", cause_bars(rows), "</div></div>",

@@ -48,6 +48,7 @@ def test_bench_with_profile_prints_where_the_time_goes(tmp_path, calibration_dir
     assert result.exit_code == 0, result.output
     out = result.output
     assert "where the time goes (cpu-ops)" in out and "share of measured bandwidth" in out
+    assert "kernel time / timed median" in out
     assert "aten::leaky_relu" in out and "aten::clamp" in out  # the reference's op, the candidate's
     assert "a call moves at least 16.0 MiB (inputs plus outputs)" in out
     assert "where the time goes: memory-bound at " in out

@@ -181,6 +181,16 @@ def test_kernel_times_off_the_timed_median_say_by_how_much_and_why():
     q = roofline.judge(python, reference_ms=0.7, candidate_ms=0.1, limits=LIMITS, rules=roofline.Rules())
     assert "80% of a call is outside torch ops" in q.candidate.agreement_note
     assert q.candidate.agreement == pytest.approx(0.2)
+    # Profiled calls slowed by more than the profiler's cost: the machine, while they ran.
+    busier = ProfileReport(reference=timed_side(700.0, 700.0),
+                           candidate=SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::clamp", 2.0,
+                                                                                                 16590.0)],
+                                                 launches=2.0, kernel_us=16590.0, wall_us=16700.0, bare_us=14200.0,
+                                                 overhead_us=6.0), work=Work(bytes=16 << 20))
+    b = roofline.judge(busier, reference_ms=0.7, candidate_ms=14.01, limits=LIMITS, rules=roofline.Rules())
+    assert "1.2x the same calls without it, more than the profiler's own cost explains: the machine was busier " \
+           "while they were profiled" in b.candidate.agreement_note
+    assert "nothing the profile measured" not in b.candidate.agreement_note
     # A timed median slowed by other work, against the fastest of the profiled calls.
     paused = ProfileReport(reference=timed_side(700.0, 700.0), candidate=timed_side(1500.0, 1520.0),
                            work=Work(bytes=16 << 20))

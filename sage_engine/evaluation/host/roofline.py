@@ -180,6 +180,11 @@ def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | 
             why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile "
                        f"phase, {factor:.1f}x faster than the timed median: other work on the machine slowed the "
                        "timed calls (a median of many samples holds such pauses, the fastest of a few calls need not)")
+    profiled = side.wall_us - (side.overhead_us or 0.0)
+    if bare and profiled > (1.0 + AGREEMENT) * bare:
+        why.append(f"under the profiler the calls took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
+                   "the same calls without it, more than the profiler's own cost explains: the machine was busier "
+                   "while they were profiled")
     reference_us = bare or side.wall_us
     if reference_us and side.kernel_us < (1.0 - AGREEMENT) * reference_us:
         outside = ("outside torch ops (Python, or compiled code of its own the profiler cannot see)"
