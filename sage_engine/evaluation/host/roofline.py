@@ -159,7 +159,9 @@ def source_of(report: ProfileReport, role: str) -> str:
 
 def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | None, str]:
     """Kernel time per call over the timed median, and, when they differ by
-    more than `AGREEMENT`, a sentence that says by how much and why."""
+    more than `AGREEMENT`, a sentence that says by how much and why: the
+    measured steps from the timed median to the kernels, each one's cause
+    named where it alone is off by more than `AGREEMENT`."""
     if timed_us <= 0 or (side.kernel_us <= 0 and not side.kernels):
         return None, ""
     ratio = side.kernel_us / timed_us
@@ -170,31 +172,31 @@ def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | 
             f"its timed median ({human_time(timed_us / 1e3)})")
     why = []
     bare = side.bare_us
-    if bare and abs(bare / timed_us - 1.0) > AGREEMENT:
-        factor = max(bare, timed_us) / min(bare, timed_us)
-        if bare > timed_us:
-            why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile "
-                       f"phase, {factor:.1f}x slower than while timed: the machine was busier then, or its caches "
-                       "held other data (the timed median is what counts)")
-        else:
-            why.append(f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile "
-                       f"phase, {factor:.1f}x faster than the timed median: other work on the machine slowed the "
-                       "timed calls (a median of many samples holds such pauses, the fastest of a few calls need not)")
-    profiled = side.wall_us - (side.overhead_us or 0.0)
-    if bare and profiled > (1.0 + AGREEMENT) * bare:
-        why.append(f"under the profiler the calls took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
-                   "the same calls without it, more than the profiler's own cost explains: the machine was busier "
-                   "while they were profiled")
+    if bare:
+        step = (f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile phase, "
+                f"{bare / timed_us:.0%} of the timed median")
+        if bare > (1.0 + AGREEMENT) * timed_us:
+            step += ": the machine was busier then, or its caches held other data (the timed median is what counts)"
+        elif bare < (1.0 - AGREEMENT) * timed_us:
+            step += (": other work on the machine slowed the timed calls (a median of many samples holds such "
+                     "pauses, the fastest of a few calls need not)")
+        why.append(step)
+        profiled = side.wall_us - (side.overhead_us or 0.0)
+        if profiled > (1.0 + AGREEMENT) * bare:
+            why.append(f"under the profiler they took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
+                       "as long, more than the profiler's own cost explains: the machine was busier while they were "
+                       "profiled")
     reference_us = bare or side.wall_us
-    if reference_us and side.kernel_us < (1.0 - AGREEMENT) * reference_us:
+    if reference_us:
         outside = ("outside torch ops (Python, or compiled code of its own the profiler cannot see)"
                    if source == "cpu-ops" else "between kernels (launch gaps, host code, synchronisation)")
-        why.append(f"{1.0 - side.kernel_us / reference_us:.0%} of a call is {outside}")
+        share = 1.0 - side.kernel_us / reference_us
+        if share > AGREEMENT:
+            why.append(f"{share:.0%} of such a call is {outside}")
+        elif share > 0.01:
+            why.append(f"{share:.0%} of it is {outside}")
     if side.overhead_us:
         why.append(f"the profiler's own {human_time(side.overhead_us / 1e3)} a call is taken out")
-    if len(why) == (1 if side.overhead_us else 0):
-        why.insert(0, "the profiled calls ran on the timed inputs without the timing's value changes and batches; "
-                      "nothing the profile measured accounts for the rest")
     return ratio, f"{head}: {'; '.join(why)}"
 
 
