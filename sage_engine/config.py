@@ -123,6 +123,22 @@ class Config:
     # (recorded in the result: `sage bench --seed N` reproduces a run).
     eval_seed: int | None = None
     eval_threads: int = 1  # same thread count for reference and candidate
+    # --- the interpreter backends (triton, ascend-compile) -------------------
+    # The Triton the team's GPU hosts run: the `triton` backend's verdicts
+    # speak for it (docs/backends.md). 3.7.1 is the release torch 2.13 (the
+    # torch SAGE installs) pairs with; it still has block pointers, which
+    # Triton 3.9 removed. An installed Triton of another version is named in
+    # every result and in `sage backends list`.
+    triton_version: str = "3.7.1"
+    # Configs of an autotuned kernel checked for correctness on the
+    # interpreter: all up to this many, else a sample always holding the first
+    # and the largest tiles. Each costs one more interpreted launch the first
+    # time a kernel runs for a tuning key; four covers most kernels written
+    # for KernelBench (two to eight configs). The Ascend gate compiles all.
+    autotune_configs: int = 4
+    # Refuse interpreted loads and stores outside every tensor of a launch
+    # (what compute-sanitizer reports on a GPU); off only to measure its cost.
+    interpreter_bounds: bool = True
     warm_pool: bool = True  # fork candidates from a worker that imported torch
     # "local": evaluate on this machine; "ray": on the hosts of a Ray cluster
     # that have the backend's resource (the server may run anywhere).

@@ -32,6 +32,7 @@ import dataclasses
 import json
 import os
 import queue
+import re
 import statistics
 import threading
 import time
@@ -256,7 +257,7 @@ def null_candidates(own: str) -> dict[str, str]:
     (renamed, as `self_candidate` gives it) asked only for its output's
     shape, returning zeros; and one returning, everywhere, the mean of the
     reference's output for other inputs (each input's values permuted)."""
-    inner = own.replace("class ModelNew(", "class _Reference(")
+    inner = re.sub(r"\bModelNew\b", "_Reference", own)  # super(ModelNew, self) inside it too
     wrapper = '''
 
 def _flat(value):

@@ -111,7 +111,10 @@ def test_a_speedup_past_the_threshold_is_trusted_where_the_profile_shows_every_b
     result = harness.evaluate(task, candidate)
     assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup, result.speedup
     assert result.speedup_trusted is True and result.speedup_note is None
-    assert result.profile.impossible is None and result.profile.fewer_flops
+    assert result.profile.impossible is None
+    # Said as fewer FLOPs, unless this machine's calibration (a busy moment) reads lower than the reference now runs.
+    assert result.profile.fewer_flops or any("reference itself exceeds the measured matmul peak" in n
+                                             for n in result.profile.notes)
     with Harness(fast_config(eval_cache, profile=False)) as unprofiled:
         result = unprofiled.evaluate(task, candidate)
     assert result.status == "correct" and result.speedup_trusted is False

@@ -38,10 +38,13 @@ from sage_engine.models import BackendStatus, Diagnostic, EvalResult
 NAME = "ascend-compile"
 WORKER = "sage_engine.evaluation.child.ascend"
 # The flags triton-ascend itself passes for A2/A3 parts (910B) minus the
-# CANN-only ones. Multi-buffering stays on: it is on by default on the device
-# and doubles the UB a kernel needs.
+# CANN-only ones (NPUOptions' defaults: multibuffer and
+# enable_auto_bind_sub_block on). Multi-buffering stays on: it is on by
+# default on the device and doubles the UB a kernel needs. A launch's or an
+# autotune config's own options (multibuffer=False) replace these per kernel.
 BISHENGIR_FLAGS = (
     "--enable-auto-multi-buffer=True",
+    "--enable-auto-bind-sub-block=True",
     "--enable-hfusion-compile=true",
     "--enable-hivm-compile=true",
     "--enable-triton-kernel-compile=true",
@@ -136,6 +139,11 @@ class AscendCompileBackend(SandboxBackend):
         # Line info makes bishengir-compile point at candidate lines.
         return {"TRITON_INTERPRET": "1", "TRITON_DISABLE_LINE_INFO": "false"}
 
+    def candidate_hook_args(self) -> dict[str, Any]:
+        c = self.config
+        return {"autotune_configs": c.autotune_configs, "bounds": c.interpreter_bounds,
+                "version_note": "triton-ascend 3.2.0's interpreter"}
+
     def timing_options(self) -> TimingOptions | None:
         return None  # an interpreter on a CPU says nothing about an NPU
 
@@ -164,6 +172,9 @@ class AscendCompileBackend(SandboxBackend):
             return first
         launches = (outcome.report.fields.get("launches") if outcome.report else None) or []
         info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
+        checked = (outcome.report.fields.get("autotune") if outcome.report else None) or {}
+        if checked:
+            info["autotune"] = checked
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
             result = self._failed(first, info, [
                 KernelVerdict(d.kernel or "kernel", False, d.category, d.message, d.line)
@@ -174,10 +185,14 @@ class AscendCompileBackend(SandboxBackend):
             verdicts = self._compile(task, source, trials, launches, cancel)
             if isinstance(verdicts, EvalResult):
                 result = verdicts
-            elif any(not v.passed for v in verdicts):
-                result = self._failed(first, info, verdicts, launches)
             else:
-                result = self._passed(first, info, verdicts, launches)
+                verdicts, skipped = skipped_configs(verdicts, launches, self.config.chip)
+                if any(not v.passed for v in verdicts):
+                    result = self._failed(first, info, verdicts, launches)
+                else:
+                    result = self._passed(first, info, verdicts, launches)
+                if skipped:
+                    result = result.model_copy(update={"diagnostics": result.diagnostics + skipped})
         elif first.status in ("correct", "incorrect"):
             info.update(front_end="not_run", note="the candidate launched no @triton.jit kernel; nothing was lowered")
             result = first.model_copy(update={"compile_info": info, "diagnostics": first.diagnostics + [
@@ -233,8 +248,33 @@ class AscendCompileBackend(SandboxBackend):
         return first.model_copy(update={"compile_info": info, "message": message})
 
 
+def skipped_configs(verdicts: list[KernelVerdict], launches: list, chip: str) -> tuple[list[KernelVerdict], list[Diagnostic]]:
+    """An autotuned kernel's config that fails to compile is one the device's
+    autotuner skips (triton-ascend's benchmark catches the compile error), so
+    it fails the candidate only when every config of that kernel fails. Such
+    configs come back as passed verdicts marked skipped, with a warning each."""
+    if len(verdicts) != len(launches):
+        return verdicts, []
+    passing = {l.get("autotune") for v, l in zip(verdicts, launches) if v.passed and l.get("autotune")}
+    out, warnings = [], []
+    for v, launch in zip(verdicts, launches):
+        group = launch.get("autotune")
+        if v.passed or not group or group not in passing:
+            out.append(v)
+            continue
+        message = (f"autotune config [{launch.get('config', '')}] of {v.kernel}: {v.category} on {chip} "
+                   f"({v.message}); the device's autotuner skips a config that does not compile")
+        warnings.append(Diagnostic(severity="warning", category=v.category or "other", line=v.line,
+                                   kernel=v.kernel, message=message))
+        out.append(KernelVerdict(v.kernel, True, v.category, message, v.line, v.stage,
+                                 {**v.details, "skipped_by_autotuner": True}))
+    return out, warnings
+
+
 def _kernel_info(launch: dict) -> dict[str, Any]:
-    return {k: launch[k] for k in ("kernel", "grid", "signature", "constants", "launches") if k in launch}
+    return {k: launch[k] for k in ("kernel", "grid", "signature", "constants", "specialization", "launches", "options",
+                                  "config")
+            if k in launch}
 
 
 def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> None:
@@ -242,5 +282,6 @@ def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> 
     if len(verdicts) != len(launches):
         return
     for entry, verdict in zip(info["kernels"], verdicts):
-        entry["front_end"] = "passed" if verdict.passed else verdict.category
+        entry["front_end"] = "passed" if verdict.passed and not verdict.details.get("skipped_by_autotuner") \
+            else verdict.category
         entry.update(verdict.details)

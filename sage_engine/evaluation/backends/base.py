@@ -204,11 +204,16 @@ class SandboxBackend(Backend):
             token=secrets.token_hex(16), task=spec, timeout_s=c.eval_timeout_s, limits=self.limits(),
             candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
             device=self.device, timing=self.timing_options(), env=self.child_env(task, source), runner=self.runner,
-            candidate_hook=self.candidate_hook, build=self.build_spec(source), profile=self.profile_options(),
+            candidate_hook=self.candidate_hook, candidate_hook_args=self.candidate_hook_args(),
+            build=self.build_spec(source), profile=self.profile_options(),
             seed=c.eval_seed if c.eval_seed is not None else secrets.randbits(31),
             verdict=VerdictOptions(small_output_factor=c.small_output_factor, stale_checks=c.stale_checks,
                                    stale_changes=c.stale_changes, churn_swaps=c.churn_swaps),
         )
+
+    def candidate_hook_args(self) -> dict[str, Any]:
+        """Settings of `candidate_hook` in the child (a backend's own checks)."""
+        return {}
 
     def limits(self) -> Limits:
         """The process limits of every evaluation child, sized on the host that evaluates."""

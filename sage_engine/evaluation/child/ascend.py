@@ -28,6 +28,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from sage_engine.evaluation.child import ascend_ops
+from sage_engine.evaluation.child.interp_autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
+from sage_engine.evaluation.child.interp_run import InterpreterChecks
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
 
 MAX_GRID = 65535
@@ -76,6 +79,54 @@ def arg_signature(value: Any) -> str | None:
     return None
 
 
+def specialization_of(value: Any) -> str:
+    """How Triton's JIT specializes a runtime argument: "1" (an int equal to 1
+    becomes a constant), "D" (divisible by 16: an aligned pointer or int), "N"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "1" if value == 1 else "D" if value % 16 == 0 else "N"
+    if hasattr(value, "data_ptr"):
+        return "D" if value.data_ptr() % 16 == 0 else "N"
+    return "N"
+
+
+class _Pointer:
+    """A stand-in argument with a pointer's alignment, for the attrs descriptor."""
+
+    def __init__(self, aligned: bool):
+        self._ptr = 16 if aligned else 17
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+
+def specialized(fn: Any, launch: dict[str, Any], target: Any) -> tuple[dict, dict, Any]:
+    """(signature, constants, attrs) as a device launch with these arguments
+    compiles them: an int argument equal to 1 is a constant and aligned
+    arguments carry tt.divisibility, as Triton's JIT specializes them. Without
+    this a unit stride stays a runtime value and the lowering is not the one
+    the device builds (tutorial 05's matmul then overflows the UB)."""
+    from triton.compiler.compiler import make_backend
+
+    signature, constants = dict(launch["signature"]), dict(launch["constants"])
+    spec = launch.get("specialization") or {}
+    if not spec:
+        return signature, constants, None
+    values = []
+    for param in fn.params:
+        name = param.name
+        kind, sig = spec.get(name), signature.get(name, "constexpr")
+        if sig == "constexpr" or kind is None:
+            values.append(constants.get(name))
+        elif sig.startswith("*"):
+            values.append(_Pointer(kind == "D"))
+        else:
+            values.append({"1": 1, "D": 16}.get(kind, 3))
+    attrs = make_backend(target).get_attrs_descriptor(fn.params, values)
+    for num, value in attrs.get_constants().items():
+        constants[fn.params[num].name] = value
+    return signature, constants, attrs
+
+
 class LaunchRecorder:
     """Wraps the interpreter's GridExecutor to record launches."""
 
@@ -101,13 +152,21 @@ class LaunchRecorder:
 
         def call(self, *args, **kwargs):
             recorder.record(self, interpreter.RESERVED_KWS, args, kwargs)
+            # Compile options (multibuffer=...) are recorded above; the interpreter takes kernel arguments only.
+            params = set(inspect.signature(self.fn).parameters)
+            kwargs = {k: v for k, v in kwargs.items() if k in params or k in interpreter.RESERVED_KWS or k == "warmup"}
             return original_call(self, *args, **kwargs)
 
         interpreter.InterpretedFunction.rewrite = rewrite
         interpreter.GridExecutor.__call__ = call
 
-    def record(self, executor: Any, reserved: list[str], args: tuple, kwargs: dict) -> None:
-        plain = {k: v for k, v in kwargs.items() if k not in reserved and k != "warmup"}
+    def record(self, executor: Any, reserved: list[str], args: tuple, kwargs: dict, *,
+               config: Any = None, run: bool = True) -> None:
+        params = set(inspect.signature(executor.fn).parameters)
+        plain = {k: v for k, v in kwargs.items() if k not in reserved and k != "warmup" and k in params}
+        # Compile options a launch or an autotune config carries (multibuffer=False) change the Ascend build.
+        options = {k: v for k, v in kwargs.items() if k in COMPILE_OPTIONS and k not in params
+                   and k not in reserved and isinstance(v, (bool, int, str))}
         bound = inspect.getcallargs(executor.fn, *args, **plain)
         raw = self._raw.get(id(executor.fn), executor.fn)
         name = getattr(raw, "__name__", "kernel")
@@ -116,6 +175,7 @@ class LaunchRecorder:
         grid = tuple(int(g) for g in grid) + (1,) * (3 - len(grid))
         signature: dict[str, str] = {}
         constants: dict[str, Any] = {}
+        specialization: dict[str, str] = {}
         for arg, value in bound.items():
             sig = None if arg in executor.constexprs else arg_signature(value)
             if sig is None:
@@ -123,11 +183,20 @@ class LaunchRecorder:
                 constants[arg] = value if isinstance(value, (int, float, bool, str, type(None))) else repr(value)
             else:
                 signature[arg] = sig
-        key = json.dumps([qualname, signature, constants], sort_keys=True, default=repr)
+                specialization[arg] = specialization_of(value)
+        key = json.dumps([qualname, signature, constants, options, specialization], sort_keys=True, default=repr)
         entry = self.launches.setdefault(key, {
             "kernel": name, "qualname": qualname, "def_line": def_line(raw),
             "signature": signature, "constants": constants, "grid": list(grid), "launches": 0,
+            "specialization": specialization,
         })
+        if options:
+            entry["options"] = options
+        if config is not None:
+            entry["config"] = describe(config)
+            entry["autotune"] = qualname
+        if not run:
+            return
         entry["launches"] += 1
         entry["grid"] = [max(a, b) for a, b in zip(entry["grid"], grid)]
         if max(grid) > MAX_GRID:
@@ -177,17 +246,34 @@ def install_fast_reductions() -> None:
     interpreter.ReduceOps.apply_impl = apply_impl
 
 
-class InterpretedRun:
-    """Around the standard correctness run in the candidate process: records
-    every kernel launch, and turns a refused grid into a compile error."""
+class InterpretedRun(InterpreterChecks):
+    """Around the standard correctness run in the candidate process: the
+    interpreter checks (bf16, bounds, autotune), the Ascend extensions, and
+    every kernel launch recorded (every config of an autotuned kernel too,
+    run or not: the compile step lowers them all); a refused grid is a
+    compile error."""
 
     def __init__(self, request: Request):
+        from triton.runtime import interpreter
+
         install_fast_reductions()
+        ascend_ops.install(interpreter)
         self.recorder = LaunchRecorder(str(Path(os.getcwd(), CANDIDATE_FILE)))
         self.recorder.install()
+        super().__init__(request)
+
+    def on_config(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> None:
+        from triton.runtime import interpreter
+
+        fn = tuner.fn
+        rewritten = fn.rewrite() if hasattr(fn, "rewrite") else fn
+        executor = interpreter.GridExecutor(rewritten, getattr(fn, "arg_names", None) or
+                                            list(inspect.signature(rewritten).parameters), kwargs.get("grid"))
+        meta = {**{k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}, **config.all_kwargs()}
+        self.recorder.record(executor, interpreter.RESERVED_KWS, args, meta, config=config, run=False)
 
     def extras(self) -> dict[str, Any]:
-        return {"launches": list(self.recorder.launches.values())}
+        return {**super().extras(), "launches": list(self.recorder.launches.values())}
 
     def finish(self, event: Event) -> Event:
         """The candidate process's last event, with the launches recorded (a refused grid: a compile error)."""
@@ -196,9 +282,7 @@ class InterpretedRun:
             return Fail(status="compile_error", message=str(err), fields=self.extras(), diagnostics=[
                 {"category": "grid_too_large", "message": str(err), "line": err.line, "kernel": err.kernel,
                  "severity": "error", "column": None}])
-        if isinstance(event, (Fail, CandidateDone)):
-            event.fields.update(self.extras())
-        return event
+        return super().finish(event)
 
 
 # ----------------------------------------------------------------------- compile
@@ -230,7 +314,7 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
 
     out: dict[str, Any] = {"kernel": launch["kernel"], "def_line": launch.get("def_line"), "stage": None,
                            "returncode": None, "output": "", "line": None}
-    fn = _find_kernel(module, launch["qualname"])
+    fn = unwrap_kernel(_find_kernel(module, launch["qualname"]))
     if fn is None or not hasattr(fn, "src"):
         out.update(stage="lookup", output=(
             f"kernel {launch['qualname']} is not a module-level @triton.jit function; "
@@ -239,9 +323,12 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
     workdir = os.getcwd()
     cache = os.path.join(workdir, f"triton-cache-{index}")
     os.environ["TRITON_CACHE_DIR"] = cache
-    src = ASTSource(fn, dict(launch["signature"]), dict(launch["constants"]))
+    target = GPUTarget("npu", args["chip"], 0)
+    options = dict(launch.get("options") or {})
     try:
-        triton.compile(src, target=GPUTarget("npu", args["chip"], 0))
+        signature, constants, attrs = specialized(fn, launch, target)
+        src = ASTSource(fn, signature, constants, attrs)
+        triton.compile(src, target=target, options=options or None)
     except CompilationError as exc:
         # Python -> TTIR errors: node.lineno counts from the kernel's `def`.
         node = getattr(exc, "node", None)
@@ -261,7 +348,7 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
     if not found:
         out.update(stage="linalg", output="triton.compile wrote no .ttadapter module")
         return out
-    cmd = [args["bishengir"], found[0], f"--target={args['chip']}", *args["bishengir_flags"],
+    cmd = [args["bishengir"], found[0], f"--target={args['chip']}", *bishengir_flags(args["bishengir_flags"], options),
            "-o", os.path.join(workdir, f"kernel-{index}")]
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -273,11 +360,25 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
     return out
 
 
+# Launch or autotune-config options that triton-ascend turns into bishengir-compile flags.
+OPTION_FLAGS = {"multibuffer": "--enable-auto-multi-buffer", "enable_auto_bind_sub_block": "--enable-auto-bind-sub-block"}
+
+
+def bishengir_flags(defaults: list[str], options: dict[str, Any]) -> list[str]:
+    """The default flags, with those a launch's options set replaced (multibuffer=False...)."""
+    flags = list(defaults)
+    for option, flag in OPTION_FLAGS.items():
+        if option in options:
+            flags = [f for f in flags if not f.startswith(flag + "=")] + [f"{flag}={bool(options[option])}"]
+    return flags
+
+
 def run_compile(request: Request, emit: Any) -> dict[str, Any]:
     """Lower every recorded launch (`runner_args`: launches, chip, bishengir, bishengir_flags); one record per launch."""
     args = request.runner_args
     path = str(Path(os.getcwd(), CANDIDATE_FILE))
     Path(path).write_text(request.candidate_source, encoding="utf-8")
+    install_decorators()
     module = _load_candidate(path)
     launches = args["launches"]
     kernels = []

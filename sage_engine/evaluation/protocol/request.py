@@ -19,7 +19,9 @@ MAX_TASKS = 128
 # build killed by a timeout or a cancel leaves it, and every later build of
 # that candidate would wait on it forever: it is never cached nor staged.
 BUILD_LOCKS = frozenset({"lock"})
-# Statuses a candidate process may report of itself: failures, never success.
+# Statuses a candidate process may report of itself: failures, never success
+# (`incorrect`: the candidate failed at a shape variant, or an interpreter
+# backend's autotune check saw two configs disagree).
 CANDIDATE_STATUSES = ("compile_error", "runtime_error", "rejected", "incorrect")
 
 
@@ -148,7 +150,7 @@ class Request:
     """One evaluation. `runner` names a child routine ("module:function")
     that runs instead of the reference and candidate sides; `runner_args`
     holds what only it reads. `candidate_hook` ("module:factory") wraps the
-    candidate's run."""
+    candidate's run; `candidate_hook_args` are its settings."""
 
     token: str
     task: TaskSpec
@@ -165,6 +167,7 @@ class Request:
     runner: str | None = None
     runner_args: dict[str, Any] = field(default_factory=dict)
     candidate_hook: str | None = None
+    candidate_hook_args: dict[str, Any] = field(default_factory=dict)  # what only the hook reads
     build: BuildSpec | None = None
     device_time: bool = False  # ask each side for profiler device-only time after timing
     inputs_on_device: bool = True  # the reference makes inputs on the device where the task's builder allows

@@ -1,0 +1,109 @@
+"""The candidate-side hook of the interpreter backends (`triton`, `ascend-compile`).
+
+Wrapped around the standard correctness run in the candidate process, it
+makes the Triton interpreter run kernels as a device would judge them
+(see docs/backends.md, "What the interpreter checks"):
+
+- bf16 computed in fp32 and rounded (`interp_bf16`);
+- loads and stores outside every tensor of a launch refused (`interp_bounds`);
+- every config of an autotuned kernel checked, the autotuner's benchmarking
+  never run, `@libentry` as the kernel (`interp_autotune`);
+- on triton-ascend, its language extensions interpreted (`ascend_ops`).
+
+A fault it catches is recorded when it happens and decides the candidate's
+last event, even when the candidate caught the exception and fell back to
+something else. It only ever adds failures: nothing here can pass a kernel.
+Its settings arrive in `Request.candidate_hook_args`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from sage_engine.evaluation import diagnostics
+from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice
+from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, Request
+
+# Failures that say which Triton they happened on (the verdict depends on the version).
+VERSION_NOTES = (
+    ("Block pointers have been removed", "block pointers (tl.make_block_ptr, tl.advance) were removed in Triton 3.9"),
+    ("has no attribute 'make_tensor_descriptor'", "tl.make_tensor_descriptor arrived in Triton 3.4"),
+)
+
+
+class InterpreterChecks:
+    def __init__(self, request: Request):
+        from triton.runtime import interpreter
+
+        args = request.candidate_hook_args or {}
+        self.request = request
+        self.cand_path = str(Path(os.getcwd(), diagnostics.CANDIDATE_FILE))
+        self.version_note = args.get("version_note", "")
+        self.trial_configs: list[dict[str, str]] = []
+        interp_bf16.install(interpreter)
+        self.bounds = interp_bounds.BoundsChecker(self.cand_path)
+        if args.get("bounds", True):
+            self.bounds.install(interpreter)
+        self.autotune = interp_autotune.AutotuneShim(limit=int(args.get("autotune_configs", 4)),
+                                                     compare=self.compare, on_config=self.on_config,
+                                                     rotated=request.trials)
+        self.autotune.install()
+
+    def on_config(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> None:
+        """Every config of an autotuned kernel, run or not (the Ascend gate records them)."""
+
+    def compare(self, kept: Any, other: Any) -> str | None:
+        """None when two configs' results agree under the task's tolerance."""
+        found = correctness.compare_one(kept, other, mode=self.request.tolerance_mode,
+                                        override=self.request.task.tolerance, label="output")
+        return None if found.ok else found.message
+
+    def extras(self) -> dict[str, Any]:
+        """Sent after every trial (and at the end): the configs checked, and which ran in each trial so far."""
+        if not self.autotune.checked:
+            return {}
+        self.trial_configs.append(dict(self.autotune.last))
+        return {"autotune": self.autotune.checked, "autotune_trials": list(self.trial_configs)}
+
+    def finish(self, event: Event) -> Event:
+        found = self.fault()
+        if found is not None:
+            found.fields.update(self.extras())
+            return found
+        if isinstance(event, Fail):
+            event = self.with_version_note(event)
+        if isinstance(event, (Fail, CandidateDone)):
+            event.fields.update(self.extras())
+        return event
+
+    def fault(self) -> Fail | None:
+        oob = self.bounds.violation
+        if oob is not None:
+            return Fail(status="runtime_error", message=str(oob), diagnostics=[
+                diagnostics.diagnostic("out_of_bounds", str(oob), line=oob.line)])
+        bad = self.autotune.mismatch
+        if bad is not None:
+            return Fail(status="incorrect", message=str(bad), diagnostics=[
+                diagnostics.diagnostic("autotune_config", str(bad))])
+        return None
+
+    def with_version_note(self, event: Fail) -> Fail:
+        text = event.message + " ".join(str(d.get("message", "")) for d in event.diagnostics)
+        for marker, note in VERSION_NOTES:
+            if marker in text:
+                extra = f" ({note}; this verdict is for {self.version_note})" if self.version_note else f" ({note})"
+                event.message += extra
+                for d in event.diagnostics:
+                    d["message"] = str(d.get("message", "")) + extra
+                break
+        return event
+
+
+class TritonRun(InterpreterChecks):
+    """The `triton` backend's hook: upstream Triton's interpreter, with libdevice."""
+
+    def __init__(self, request: Request):
+        interp_libdevice.install()
+        super().__init__(request)
