@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.host.confine import Confinement
     from sage_engine.evaluation.host.tasks import Task
+    from sage_engine.report.suite_page import SuitePage
     from sage_engine.suite.check import SuiteCheck
     from sage_engine.suite.common import ImportedTask
 
@@ -250,6 +251,46 @@ class Engine:
     def results_for(self, candidate_path: str, limit: int = 10) -> list[EvalResult]:
         return self.episodes.results_for(str(Path(candidate_path).expanduser().resolve()), limit)
 
+    def get_attempt(self, attempt_id: int) -> EvalResult:
+        """One stored attempt's result (any surface's, any episode's)."""
+        return self.episodes.attempt(attempt_id)
+
+    def roofline_svg(self, result: EvalResult, *, standalone: bool = True) -> str:
+        """The result's roofline as SVG: against the limits its profile kept, or
+        (a result stored before profiles kept them) this host's cached ones."""
+        from sage_engine.report import roofline_svg
+
+        limits = None
+        if result.profile is not None and result.profile.limits is None:
+            limits = self.evaluation.cached_limits(result.backend, result.hardware)
+        return roofline_svg(result, limits, standalone=standalone)
+
+    def write_roofline(self, result: EvalResult, path: Path | str) -> Path:
+        """The result's roofline written to `path`: SVG, or PNG drawn by headless Chromium."""
+        from sage_engine.report.png import screenshot
+
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in (".svg", ".png"):
+            raise InvalidInput(f"a roofline is written as .svg or .png, not {path.name!r}")
+        svg = self.roofline_svg(result)
+        if suffix == ".png":
+            import xml.etree.ElementTree as ET
+
+            root = ET.fromstring(svg)
+            return screenshot(svg, path, width=int(root.get("width")), height=int(root.get("height")))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(svg, encoding="utf-8")
+        return path
+
+    def suite_report(self, path: Path | str, *, kind: str, backend: str, total: int | None = None) -> "SuitePage":
+        """An HTML report of a suite (`report.suite_page.SuitePage`), rewritten as each row is added."""
+        from sage_engine.report.suite_page import SuitePage
+
+        if Path(path).suffix.lower() not in (".html", ".htm"):
+            raise InvalidInput(f"a suite report is an .html file, not {Path(path).name!r}")
+        return SuitePage(path, kind=kind, backend=backend, total=total)
+
     def results_version(self) -> int:
         """A stamp that changes whenever any process stores an attempt (cheap to poll)."""
         return self.store.episodes.latest_attempt_id()
@@ -346,11 +387,14 @@ class Engine:
     def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
                     progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None,
-                    ) -> "SuiteCheck":
+                    report: Path | str | None = None) -> "SuiteCheck":
         """Every task's reference evaluated as its own candidate (`sage suite check`); with `rows`,
-        each task's row is appended to that JSON-lines file as it is checked."""
+        each task's row is appended to that JSON-lines file as it is checked; with `report`, an HTML
+        page of the rows so far is rewritten as each arrives."""
+        if report is not None and Path(report).suffix.lower() not in (".html", ".htm"):
+            raise InvalidInput(f"a suite report is an .html file, not {Path(report).name!r}")
         return self.evaluation.check_suite(suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids,
-                                           progress=progress, rows=rows)
+                                           progress=progress, rows=rows, report=report)
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         return self.evaluation.resolve_candidate(candidate)

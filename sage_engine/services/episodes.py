@@ -160,6 +160,11 @@ class EpisodeService:
                 self._adopt(episode_id, a, attempt_id, user, now)  # type: ignore[arg-type]
             return result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id, "created_at": now})
 
+    def attempt(self, attempt_id: int) -> EvalResult:
+        """One stored attempt's result; NotFound when there is none."""
+        with self.store.transaction(write=False):
+            return attempt_result(self.store.episodes.attempt(attempt_id))
+
     def results_for(self, candidate_path: str, limit: int) -> list[EvalResult]:
         with self.store.transaction(write=False):
             return [attempt_result(r) for r in self.store.episodes.results_for_path(candidate_path, limit)]

@@ -92,12 +92,14 @@ class EvaluationService:
 
     def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
                     trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None):
+                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None,
+                    report: Path | str | None = None):
         from sage_engine.suite.check import check_suite, select_tasks
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
         return check_suite(select_tasks(folder, task_ids), self.config, backend=backend or self.config.backend,
-                           jobs=jobs, trials=trials, progress=progress, rows=Path(rows) if rows else None)
+                           jobs=jobs, trials=trials, progress=progress, rows=Path(rows) if rows else None,
+                           report=Path(report) if report else None)
 
     # ------------------------------------------------------------ candidates
 
@@ -155,6 +157,22 @@ class EvaluationService:
         if not status.ready:
             raise BackendUnavailable(f"backend {backend.name!r} is not ready: {status.reason}. {status.setup}".strip())
         return calibration(force=force)
+
+    def cached_limits(self, backend: str, hardware: str) -> MachineLimits | None:
+        """The newest limits cached on this host for `backend` on `hardware`,
+        measuring nothing: what a result stored before its profile kept its
+        limits is drawn against."""
+        from sage_engine.evaluation.host.calibration import FOLDER
+
+        found = []
+        for path in (Path(self.config.cache_dir) / FOLDER).glob(f"{backend}-*.json"):
+            try:
+                limits = MachineLimits.model_validate_json(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # a file being replaced, or one an older SAGE wrote
+                continue
+            if limits.backend == backend and limits.hardware == hardware:
+                found.append(limits)
+        return max(found, key=lambda limits: limits.measured_at, default=None)
 
     def setup_backend(self, name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path | None:
         """Create what a backend needs here (the ascend-compile virtualenv);

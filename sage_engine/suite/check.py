@@ -21,7 +21,8 @@ slots: their correctness phases overlap, while timing takes turns and the
 others stand still meanwhile (`host/pool.py`), so a GPU host's cores build
 inputs and compile in parallel without disturbing what is timed. With
 `rows`, each task's row is appended to that file (JSON lines) as soon as it
-is checked: a run cut short keeps what it measured.
+is checked, and with `report` an HTML page of the rows so far is rewritten
+(`report/suite_page.py`): a run cut short keeps what it measured.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from sage_engine.models import ProgressCallback
 from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import Task
+from sage_engine.report import roofline, suite_page
 from sage_engine.suite import causes, randomness, source
 
 # The bar a sound suite clears on the cpu backend (docs/suite.md).
@@ -80,6 +82,9 @@ class TaskCheck:
     variants: list[dict[str, str]] = field(default_factory=list)  # name, status, at, reason
     degenerate: str | None = None  # why a do-nothing candidate passes, when one does
     nulls: dict[str, str] = field(default_factory=dict)  # what each do-nothing candidate got
+    bound: str | None = None  # the binding limit, where profiled
+    share: float | None = None  # of that limit
+    roofline: dict[str, Any] | None = None  # the chart of its point (`report.roofline.Chart`)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -104,8 +109,9 @@ class SuiteCheck:
 
 def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int | None = None,
                 trials: int | None = None, progress: ProgressCallback | None = None,
-                rows: Path | None = None) -> SuiteCheck:
-    """Self-check `tasks` on `backend` with `jobs` evaluations at a time (`default_jobs` when None)."""
+                rows: Path | None = None, report: Path | None = None) -> SuiteCheck:
+    """Self-check `tasks` on `backend` with `jobs` evaluations at a time (`default_jobs` when None);
+    with `report`, an HTML page of the rows so far is rewritten as each arrives."""
     backend = backend or config.backend
     jobs = default_jobs(backend) if jobs is None else jobs
     if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
@@ -124,6 +130,7 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
     done_lock, done = threading.Lock(), [0]
     errors: list[BaseException] = []
     out = open(rows, "a", encoding="utf-8") if rows is not None else None  # noqa: SIM115 - closed below
+    page = suite_page.SuitePage(report, kind="check", backend=backend, total=len(tasks)) if report else None
 
     def worker(harness: Harness) -> None:
         while not errors:
@@ -139,6 +146,8 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
                 return
             with done_lock:
                 done[0] += 1
+                if page is not None:  # first, so a row in the rows file is on the page too
+                    page.add(suite_page.row_from_check(results[index].as_dict()))
                 if out is not None:
                     out.write(json.dumps(results[index].as_dict()) + "\n")
                     out.flush()  # in the file as soon as it is known: a killed run keeps it
@@ -158,6 +167,8 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
             out.close()
     if errors:
         raise errors[0]
+    if page is not None:
+        page.finish()
     checks = [r for r in results if r is not None]
     report = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1),
                         {"before": load_before, "after": _load()}, checks)
@@ -209,8 +220,11 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     variants = [v.model_dump() for v in result.variants]
     if result.status == "correct":
         nulls, degenerate = null_checks(harness, task, backend=backend, trials=trials)
+        bound, share = suite_page.point_of(result)
+        chart = roofline.chart_for(result).model_dump(mode="json") if result.profile is not None else None
         return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing,
-                         variants=variants, nulls=nulls, degenerate=result.degenerate or degenerate)
+                         variants=variants, nulls=nulls, degenerate=result.degenerate or degenerate, bound=bound,
+                         share=share, roofline=chart)
     cause, detail = causes.classify(result)
     if cause == "not reproducible":
         tree = ast.parse(task.reference_source)

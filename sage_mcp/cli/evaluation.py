@@ -59,14 +59,19 @@ def render_result(r) -> None:
 @click.option("--profile", "show_profile", is_flag=True,
               help="Print where the time goes: kernels per side, bytes, FLOPs, shares of the measured limits.")
 @click.option("--ncu", is_flag=True, help="Add Nsight Compute metrics per kernel (cuda with ncu on PATH; slow).")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False),
+              help="Write the result's roofline to FILE.svg, or FILE.png (drawn by headless Chromium); implies --profile.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1),
               help="The inputs' seed (every result records its own): reproduces a run. Default: a new one each run.")
 @json_option
 @pass_state
 @handle_errors
-def bench(state: State, candidate, task, bench_backend, trials, episode_id, show_profile, ncu, seed) -> None:
+def bench(state: State, candidate, task, bench_backend, trials, episode_id, show_profile, ncu, plot, seed) -> None:
     """Compile, check and time CANDIDATE (a file defining ModelNew) against a task."""
     state.chose(candidate, task)
+    if plot and Path(plot).suffix.lower() not in (".svg", ".png"):
+        raise click.BadParameter("write the roofline as FILE.svg or FILE.png", param_hint="--plot")
+    show_profile = show_profile or bool(plot)
     if show_profile or ncu:
         state.changes.update(profile=True, **({"profile_ncu": True} if ncu else {}))
     if seed is not None:
@@ -80,6 +85,10 @@ def bench(state: State, candidate, task, bench_backend, trials, episode_id, show
         result = state.engine.evaluate(str(Path(candidate).resolve()), task, backend=bench_backend,
                                        trials=trials, episode_id=episode_id, progress=progress)
     emit(state, result, (lambda r: (render_result(r), render_profile(r))) if show_profile or ncu else render_result)
+    if plot:
+        # Drawn even without a profile: the chart says why it is empty.
+        written = state.engine.write_roofline(result, plot)
+        err_console.print(f"roofline: {written}", highlight=False, markup=False)
     if result.status != "correct":
         sys.exit(1)
 

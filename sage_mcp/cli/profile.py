@@ -40,6 +40,7 @@ def render_profile(r) -> None:
         (f"{'kernels' if p.source != 'cpu-ops' else 'torch ops'} a call", _number(ref.launches),
          _number(cand.launches)),
         ("kernel time a call (µs)", _number(ref.kernel_us), _number(cand.kernel_us)),
+        ("kernel time / timed median", _share(ref.agreement), _share(cand.agreement)),
         ("achieved GB/s", _number(ref.achieved_gbps, digits=2), _number(cand.achieved_gbps, digits=2)),
         ("share of measured bandwidth", _share(ref.bandwidth_share), _share(cand.bandwidth_share)),
         ("achieved GFLOP/s", _number(ref.achieved_flops, 1e9), _number(cand.achieved_flops, 1e9)),

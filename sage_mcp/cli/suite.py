@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from sage_mcp.cli.common import State, console, emit, handle_errors, json_option, pass_state, table
+from sage_mcp.cli.common import State, console, emit, err_console, handle_errors, json_option, pass_state, table
 from sage_mcp.cli.evaluation import SOLUTION_PREFIX, _progress
 
 
@@ -60,10 +60,12 @@ def suite_show(state: State, task_id) -> None:
 @click.option("--tasks", "task_ids", help="Comma-separated task ids.")
 @click.option("--backend", "run_backend", help="Backend; also picks which example solutions run.")
 @click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False), help="A folder of task directories instead of the bundled suite.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Write an HTML report to FILE.html, rewritten as each result arrives.")
 @json_option
 @pass_state
 @handle_errors
-def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> None:
+def suite_run(state: State, level, family, task_ids, run_backend, suite_dir, report_path) -> None:
     """Evaluate the suite's example solutions and print a summary table."""
     state.chose(suite_dir)
     backend = run_backend or state.engine.config.backend
@@ -78,17 +80,23 @@ def suite_run(state: State, level, family, task_ids, run_backend, suite_dir) -> 
     jobs = [(t, name, path) for t in tasks for name, path in sorted(t.examples.items())
             if name.startswith(prefix) and "broken" not in name]
     rows = []
+    page = state.engine.suite_report(report_path, kind="run", backend=backend, total=len(jobs)) if report_path else None
     with _progress() as bar:
         job = bar.add_task("suite", total=len(jobs))
         for t, name, path in jobs:
             bar.update(job, description=f"{t.id}/{name}")
             r = state.engine.evaluate(str(path), str(t.reference_path.parent) if suite_dir else t.id, backend=backend)
+            if page is not None:
+                page.add_result(t.id, name, r, benchmark=str(t.origin.get("benchmark") or ("local" if suite_dir
+                                                                                          else "bundled")))
             rows.append({"task": t.id, "solution": name, "status": r.status, "speedup": r.speedup,
                          "speedup_trusted": r.speedup_trusted, "speedup_note": r.speedup_note,
                          "reference_ms": r.reference_timing.median_ms if r.reference_timing else None,
                          "candidate_ms": r.candidate_timing.median_ms if r.candidate_timing else None,
                          "front_end": (r.compile_info or {}).get("front_end"), "message": r.message})
             bar.advance(job)
+    if page is not None:
+        err_console.print(f"report: {page.finish()}", highlight=False, markup=False)
     speedups = [r["speedup"] for r in rows if r["status"] == "correct" and r["speedup"] and r["speedup_trusted"] is not False]
     summary = {
         "backend": backend,
@@ -153,12 +161,15 @@ def suite_import(state: State, path, dest, overwrite, max_cases, scale) -> None:
                    "(default: 1; on cuda and npu, half the cores, at most 8).")
 @click.option("--rows", "rows_path", type=click.Path(dir_okay=False),
               help="Append each task's row to this JSON-lines file as soon as it is checked.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="Write an HTML report to FILE.html, rewritten as each task is checked.")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids.")
 @click.option("--trials", type=int, help="Seeded correctness trials per case.")
 @json_option
 @pass_state
 @handle_errors
-def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_ids, trials, rows_path) -> None:
+def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_ids, trials, rows_path,
+                report_path) -> None:
     """Evaluate every task's reference as its own candidate; exit 1 when a runnable task fails."""
     if suite_dir and suite_name:
         raise click.UsageError("give the suite either as DIR or as --suite, not both")
@@ -175,8 +186,10 @@ def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_i
             bar.update(job, completed=done, total=total, description=message[:60])
 
         report = state.engine.check_suite(folder, backend=check_backend, jobs=jobs, trials=trials, task_ids=ids,
-                                          progress=progress, rows=rows_path)
+                                          progress=progress, rows=rows_path, report=report_path)
     emit(state, report.as_dict(), _render_check)
+    if report_path:
+        err_console.print(f"report: {report_path}", highlight=False, markup=False)
     if report.summary["runnable"] != report.summary["correct"]:
         sys.exit(1)
 

@@ -152,6 +152,14 @@ def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     return ls.stored_summary(ls.documents.get(_arg(args, 0, str, "uri")))
 
 
+@server.command("sage.roofline")
+@_command
+def roofline(ls: SageLanguageServer, *args: Any) -> str | None:
+    """The document's last result's roofline as inline SVG (None: not profiled): sage.roofline(uri)."""
+    ls.documents.results.check()
+    return ls.roofline(ls.documents.get(_arg(args, 0, str, "uri")))
+
+
 @server.command("sage.retrieveRules")
 @_command
 async def retrieve_rules(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:

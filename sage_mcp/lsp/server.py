@@ -221,6 +221,11 @@ class SageLanguageServer(LanguageServer):
         self.documents.results.check()
         return self.summary(doc, self.documents.last_result(doc))
 
+    def roofline(self, doc: TextDocument) -> str | None:
+        """The last result's roofline as inline SVG; None where it was not profiled."""
+        result = self.documents.last_result(doc)
+        return self.engine.roofline_svg(result, standalone=False) if result and result.profile else None
+
     def lenses(self, doc: TextDocument) -> list[types.CodeLens]:
         """The last result over each kernel, a "benchmark" lens before any
         result, "Set task…" when there is no task (views.code_lenses)."""

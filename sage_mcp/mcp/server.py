@@ -125,6 +125,16 @@ async def item_resource(item_id: str, ctx: Context) -> str:
     return item.model_dump_json(indent=2)
 
 
+async def attempt_roofline_resource(attempt_id: str, ctx: Context) -> str:
+    if not attempt_id.isdigit():
+        raise ResourceNotFoundError(f"attempt ids are integers, got {attempt_id!r}")
+    engine = engine_of(ctx)
+    try:
+        return await anyio.to_thread.run_sync(lambda: engine.roofline_svg(engine.get_attempt(int(attempt_id))))
+    except NotFound as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+
+
 async def task_resource(task_id: str, ctx: Context) -> str:
     engine = engine_of(ctx)
     try:
@@ -232,6 +242,9 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
     ))
     server.resource("sage://items/{item_id}", name="item", title="Memory item",
                     description="One memory item as JSON", mime_type="application/json")(item_resource)
+    server.resource("sage://attempt/{attempt_id}/roofline.svg", name="attempt_roofline", title="Attempt roofline",
+                    description="Where an attempt's time goes, drawn: its roofline as SVG",
+                    mime_type="image/svg+xml")(attempt_roofline_resource)
     server.resource("sage://tasks/{task_id}", name="task", title="Bundled task",
                     description="A task's summary and reference source (markdown)", mime_type="text/markdown")(task_resource)
     server.prompt(name="sage_protocol", title="SAGE protocol")(sage_protocol)

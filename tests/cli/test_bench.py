@@ -48,6 +48,7 @@ def test_bench_with_profile_prints_where_the_time_goes(tmp_path, calibration_dir
     assert result.exit_code == 0, result.output
     out = result.output
     assert "where the time goes (cpu-ops)" in out and "share of measured bandwidth" in out
+    assert "kernel time / timed median" in out
     assert "aten::leaky_relu" in out and "aten::clamp" in out  # the reference's op, the candidate's
     assert "a call moves at least 16.0 MiB (inputs plus outputs)" in out
     assert "where the time goes: memory-bound at " in out
@@ -75,3 +76,33 @@ def test_backends_calibrate_prints_the_measured_limits(tmp_path, calibration_dir
     assert result.exit_code == 0, result.output
     assert "bandwidth" in result.output and "256.0 MiB" in result.output and "float32" in result.output
     assert "one smallest op, back to back: " in result.output and "cache: " in result.output
+
+
+def test_bench_plot_writes_the_results_roofline_and_a_png_of_it(tmp_path, calibration_dir):
+    import xml.etree.ElementTree as ET
+
+    from sage_engine.report.png import PNG_MAGIC, find_chromium
+    from tests.conftest import require
+
+    chart = tmp_path / "plots" / "leaky.svg"
+    result = _bench(tmp_path, calibration_dir, "--plot", str(chart))
+    assert result.exit_code == 0, result.output
+    assert "where the time goes (cpu-ops)" in result.output  # --plot implies --profile
+    assert f"roofline: {chart}" in result.stderr
+    root = ET.fromstring(chart.read_text())
+    assert root.get("data-mode") == "bandwidth"  # leaky_relu: no FLOP formula, bytes against the envelope
+    assert {e.get("class") for e in root.iter("{http://www.w3.org/2000/svg}circle") if e.get("class")} == {
+        "point reference", "point candidate"}
+    if find_chromium() is None:
+        require("chromium", "chromium is not installed (apt-get install -y chromium)")
+    with Engine(Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache")) as engine:
+        stored = engine.last_result(str(SOLUTION))
+        assert stored is not None and stored.profile is not None
+        png = engine.write_roofline(stored, tmp_path / "leaky.png")
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bench_plot_refuses_a_format_it_cannot_write_before_evaluating(tmp_path, calibration_dir):
+    result = _bench(tmp_path, calibration_dir, "--plot", str(tmp_path / "leaky.pdf"))
+    assert result.exit_code == 2 and "FILE.svg or FILE.png" in result.output
+    assert "correct" not in result.output  # nothing was evaluated

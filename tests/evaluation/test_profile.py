@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
+
 from sage_engine.evaluation.host import results
 from sage_engine.evaluation.backends.base import _ProgressRelay
 from sage_engine.evaluation.host import roofline
@@ -56,6 +58,13 @@ def test_a_memory_bound_bundled_example_reports_its_share_of_measured_bandwidth(
     assert "the reference launches 1 torch op a call" in p.summary
     assert p.impossible is None and not result.suspicious_speedup
     assert result.phases["profile"] > 0
+    # Each side's kernels are held against its timed median: the same calls clocked
+    # without the profiler, its own cost measured (and out of the kernel times).
+    for side, timing in ((p.reference, result.reference_timing), (p.candidate, result.candidate_timing)):
+        assert side.bare_us > 0 and 0 < side.overhead_us < side.kernel_us, side
+        assert side.agreement == pytest.approx(side.kernel_us / (timing.median_ms * 1000))
+        assert (abs(side.agreement - 1) <= roofline.AGREEMENT) == (side.agreement_note == "")
+    assert p.limits is not None and p.limits.backend == "cpu"  # what its chart draws, kept with it
 
 
 def test_a_matmul_reports_its_flops_and_is_compute_bound(harness):

@@ -121,7 +121,9 @@ def test_without_measured_limits_the_profile_says_so_and_binds_nothing():
     p = roofline.judge(report, reference_ms=1.0, candidate_ms=1.0, limits=None, rules=roofline.Rules(),
                        limits_note="no GPU")
     assert p.bound is None and p.candidate.bandwidth_share is None and p.candidate.achieved_gbps > 0
-    assert p.notes == ["candidate: it failed", "no measured limits: no GPU"]
+    assert p.notes[:2] == ["candidate: it failed", "no measured limits: no GPU"]
+    # 10 µs of kernels against a 1 ms median: said, whatever the limits.
+    assert all("10.0 µs a call, 99% less than its timed median (1.00 ms)" in n for n in p.notes[2:]) and p.notes[2:]
     assert p.summary.startswith("no measured limits to compare with")
 
 
@@ -144,3 +146,62 @@ def test_ncu_raw_csv_reads_as_one_row_per_kernel():
     assert found["kernel"] == "triton_gelu_kernel" and found["gpu__time_duration.sum"] == 136000.0
     assert found["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == 91.2
     assert parse_csv("==ERROR== ERR_NVGPUCTRPERM - no permission to read the GPU's counters") == []
+
+
+def timed_side(kernel_us: float, bare_us: float, overhead_us: float = 0.0) -> SideProfile:
+    return SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::clamp", 2.0, kernel_us)], launches=2.0,
+                       kernel_us=kernel_us, wall_us=bare_us + overhead_us, bare_us=bare_us, overhead_us=overhead_us)
+
+
+def test_kernel_times_within_a_tenth_of_the_timed_median_agree_without_a_note():
+    report = ProfileReport(reference=timed_side(1950.0, 2000.0, 3.0), candidate=timed_side(2300.0, 2400.0, 4.0),
+                           work=Work(bytes=16 << 20))
+    p = roofline.judge(report, reference_ms=2.0, candidate_ms=2.39, limits=LIMITS, rules=roofline.Rules())
+    assert p.reference.agreement == pytest.approx(0.975) and p.candidate.agreement == pytest.approx(2300 / 2390)
+    assert p.reference.agreement_note == p.candidate.agreement_note == ""
+    assert p.candidate.overhead_us == 4.0 and p.candidate.bare_us == 2400.0
+    assert not [n for n in p.notes if "timed median" in n]
+
+
+def test_kernel_times_off_the_timed_median_say_by_how_much_and_why():
+    # The leaky_relu: 6.84 ms of kernels against a 2.39 ms median, the
+    # same calls 6.9 ms without the profiler: the machine, not the kernels.
+    busy = ProfileReport(reference=timed_side(654.0, 700.0), candidate=timed_side(6844.0, 6900.0, 5.0),
+                         work=Work(bytes=16 << 20))
+    p = roofline.judge(busy, reference_ms=0.678, candidate_ms=2.39, limits=LIMITS, rules=roofline.Rules())
+    assert p.reference.agreement_note == ""
+    note = p.candidate.agreement_note
+    assert note.startswith("its kernel times add up to 6.84 ms a call, 186% more than its timed median (2.39 ms)")
+    assert "took 6.90 ms at best in the profile phase, 289% of the timed median: the machine was busier" in note
+    assert "the profiler's own 5.0 µs a call is taken out" in note
+    assert f"candidate: {note}" in p.notes
+    # Kernels that hold a fifth of the call: the rest is outside torch ops.
+    python = ProfileReport(reference=timed_side(700.0, 700.0), candidate=timed_side(20.0, 100.0),
+                           work=Work(bytes=1 << 10))
+    q = roofline.judge(python, reference_ms=0.7, candidate_ms=0.1, limits=LIMITS, rules=roofline.Rules())
+    assert "80% of such a call is outside torch ops" in q.candidate.agreement_note
+    assert q.candidate.agreement == pytest.approx(0.2)
+    # Profiled calls slowed by more than the profiler's cost: the machine, while they ran.
+    busier = ProfileReport(reference=timed_side(700.0, 700.0),
+                           candidate=SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::clamp", 2.0,
+                                                                                                 16590.0)],
+                                                 launches=2.0, kernel_us=16590.0, wall_us=16700.0, bare_us=14200.0,
+                                                 overhead_us=6.0), work=Work(bytes=16 << 20))
+    b = roofline.judge(busier, reference_ms=0.7, candidate_ms=14.01, limits=LIMITS, rules=roofline.Rules())
+    assert "1.2x as long, more than the profiler's own cost explains: the machine was busier while they were " \
+           "profiled" in b.candidate.agreement_note
+    # A timed median slowed by other work, against the fastest of the profiled calls.
+    paused = ProfileReport(reference=timed_side(700.0, 700.0), candidate=timed_side(1500.0, 1520.0),
+                           work=Work(bytes=16 << 20))
+    r = roofline.judge(paused, reference_ms=0.7, candidate_ms=3.8, limits=LIMITS, rules=roofline.Rules())
+    assert "1.52 ms at best in the profile phase, 40% of the timed median: other work on the machine slowed the " \
+        "timed calls" in r.candidate.agreement_note
+    # Steps each within a tenth that add up to more: each is said, with its share.
+    both = ProfileReport(reference=timed_side(1750.0, 1850.0, 2.0), candidate=timed_side(2300.0, 2400.0),
+                         work=Work(bytes=16 << 20))
+    n = roofline.judge(both, reference_ms=2.02, candidate_ms=2.39, limits=LIMITS, rules=roofline.Rules())
+    assert n.reference.agreement_note == (
+        "its kernel times add up to 1.75 ms a call, 13% less than its timed median (2.02 ms): without the profiler "
+        "the same calls took 1.85 ms at best in the profile phase, 92% of the timed median; 5% of it is outside torch "
+        "ops (Python, or compiled code of its own the profiler cannot see); the profiler's own 2.0 µs a call is taken "
+        "out")

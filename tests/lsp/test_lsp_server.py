@@ -67,6 +67,10 @@ async def test_hover_after_a_benchmark_says_where_the_time_went(lsp, workspace):
     bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}[profile["bound"]]
     assert f"**Where the time goes** ({bound}): " in hover.contents.value
     assert profile["summary"].split(";")[0] in hover.contents.value  # its first clause has nothing to escape
+    # The panel's picture: inline SVG in the page's colours (no background of its own).
+    svg = await execute(lsp, "sage.roofline", uri)
+    assert svg.startswith("<svg") and 'class="point candidate"' in svg and 'class="background"' not in svg
+    assert await execute(lsp, "sage.roofline", open_doc(lsp, workspace.write("kernels/new.py", GOOD))) is None
 
 
 async def test_failing_candidate_gets_a_diagnostic_that_quotes_the_lens_and_names_the_case(lsp, workspace):

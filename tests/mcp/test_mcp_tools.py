@@ -3,6 +3,8 @@ client against a real SQLite database in tmp_path."""
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 import anyio
 import pytest
 from mcp import MCPError
@@ -349,16 +351,32 @@ async def test_resources_serve_the_rulebook_items_and_tasks(config):
     async with connect(config) as c:
         listed = {str(r.uri) for r in (await c.list_resources()).resources}
         templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
-        assert listed == {"sage://rulebook"} and templates == {"sage://items/{item_id}", "sage://tasks/{task_id}"}
+        assert listed == {"sage://rulebook"} and templates == {"sage://items/{item_id}", "sage://tasks/{task_id}",
+                                                               "sage://attempt/{attempt_id}/roofline.svg"}
         rulebook = (await c.read_resource("sage://rulebook")).contents[0]
         assert rulebook.mime_type == "text/markdown" and "No resident rules" in rulebook.text
         item = (await c.read_resource(f"sage://items/{ids[0]}")).contents[0]
         assert Item.model_validate_json(item.text).id == ids[0]
         task = (await c.read_resource("sage://tasks/silu")).contents[0]
         assert "class Model" in task.text and "SiLU" in task.text
-        for bad in ("sage://items/999", "sage://items/abc", "sage://tasks/no_such_task", "sage://tasks/..%2F..%2Fetc%2Fpasswd"):
+        for bad in ("sage://items/999", "sage://items/abc", "sage://tasks/no_such_task", "sage://tasks/..%2F..%2Fetc%2Fpasswd",
+                    "sage://attempt/999/roofline.svg", "sage://attempt/abc/roofline.svg"):
             with pytest.raises(MCPError):
                 await c.read_resource(bad)
+
+
+async def test_an_attempts_roofline_is_a_resource_an_agents_client_can_show(config):
+    config = fast(config)
+    async with connect(config) as c:
+        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "trials": 1})
+        result = EvalResult.model_validate(r.structured_content)
+        assert result.status == "correct" and result.profile is not None, text(r)
+        chart = (await c.read_resource(f"sage://attempt/{result.attempt_id}/roofline.svg")).contents[0]
+    assert chart.mime_type == "image/svg+xml" and chart.text.startswith("<svg")
+    root = ET.fromstring(chart.text)
+    points = {e.get("class") for e in root.iter("{http://www.w3.org/2000/svg}circle") if e.get("class")}
+    assert points == {"point reference", "point candidate"}
+    assert root.find("{http://www.w3.org/2000/svg}title").text.startswith("silu on cpu")
 
 
 async def test_the_protocol_prompt_walks_an_agent_through_an_episode(config):

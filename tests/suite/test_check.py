@@ -216,10 +216,11 @@ def test_a_check_killed_mid_run_keeps_the_rows_it_finished(tmp_path):
     _hand_written(suite, "a_quick", "return torch.relu(x)")
     _hand_written(suite, "b_hangs", "import time; time.sleep(3600); return x")
     rows = tmp_path / "rows.jsonl"
+    report = tmp_path / "report.html"
     env = {**os.environ, "SAGE_DB": str(tmp_path / "m.db"), "SAGE_CACHE_DIR": str(tmp_path / "cache"),
            "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
     sage = [sys.executable, "-c", "from sage_mcp.cli import main; main()"]
-    proc = subprocess.Popen([*sage, "suite", "check", str(suite), "--rows", str(rows)],
+    proc = subprocess.Popen([*sage, "suite", "check", str(suite), "--rows", str(rows), "--report", str(report)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -232,6 +233,10 @@ def test_a_check_killed_mid_run_keeps_the_rows_it_finished(tmp_path):
         proc.wait(timeout=30)
     (row,) = [json.loads(line) for line in rows.read_text().splitlines()]
     assert row["id"] == "a_quick" and row["status"] == "correct"
+    # The report page was rewritten with that row before the row was appended: readable, and marked unfinished.
+    page = report.read_text()
+    assert "in progress: 1 of 2 rows so far" in page and "<tr><td>a_quick</td>" in page and "b_hangs" not in page
+    assert page.rstrip().endswith("</html>")
 
 
 def test_a_device_suite_checks_several_tasks_at_once_by_default_and_a_cpu_one_one_at_a_time():

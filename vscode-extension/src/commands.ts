@@ -184,6 +184,15 @@ export class SageCommands {
         }
     }
 
+    /** The last result's roofline as SVG markup; none (the tables alone) from a server without the command. */
+    private async roofline(server: SageServer, uri: string): Promise<string | null> {
+        try {
+            return await server.execute<string | null>(ServerCommand.roofline, [uri]);
+        } catch {
+            return null;
+        }
+    }
+
     /** Where the active file's last evaluation spent its time, in a panel. */
     async showProfile(): Promise<ResultSummary | undefined> {
         const editor = activeTextEditor();
@@ -198,8 +207,9 @@ export class SageCommands {
         try {
             const summary = await server.execute<ResultSummary | null>(ServerCommand.lastResult, [uri]);
             const result = summary?.result ?? null;
+            const roofline = result?.profile ? await this.roofline(server, uri) : null;
             const title = result ? `SAGE profile: ${result.task}` : 'SAGE profile';
-            this.panels.show(PROFILE_VIEW, title, (nonce, cspSource) => renderProfileHtml(uri, result, { nonce, cspSource }));
+            this.panels.show(PROFILE_VIEW, title, (nonce, cspSource) => renderProfileHtml(uri, result, { nonce, cspSource, roofline }));
             return summary ?? undefined;
         } catch (err) {
             void showErrorMessage(`SAGE: ${messageOf(err)}`);

@@ -29,6 +29,7 @@ export const ServerCommand = {
     setTask: 'sage.setTask',
     listTasks: 'sage.listTasks',
     lastResult: 'sage.lastResult',
+    roofline: 'sage.roofline',
 } as const;
 
 /** Commands the extension itself registers (palette entries in package.json). */

@@ -33,6 +33,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 details summary { cursor: pointer; }
 pre { white-space: pre-wrap; }
 button { margin-right: 4px; }
+svg.roofline { max-width: 100%; height: auto; }
 </style>
 </head>
 <body>

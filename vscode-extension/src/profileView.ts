@@ -34,12 +34,42 @@ function kernelRows(side: string, kernels: KernelTime[]): string {
         .join('\n');
 }
 
+/** Kernel time a call against the timed median: the share, marked when they disagree by more than 10%. */
+function agreement(side: SideProfile): string {
+    if (side.agreement == null) {
+        return '–';
+    }
+    const text = `${Math.round(side.agreement * 100)}%`;
+    return Math.abs(side.agreement - 1) > 0.1 ? `<span class="neg" title="${escapeHtml(side.agreement_note ?? '')}">${text}</span>` : text;
+}
+
+/**
+ * The server's roofline SVG, inline, or nothing. SAGE's renderer draws with
+ * presentation attributes only, so the page's content security policy stays as
+ * it is; markup that could run or fetch anything is refused whole.
+ */
+export function inlineSvg(markup: string | null | undefined): string {
+    const svg = (markup ?? '').trim();
+    if (!/^<svg[\s>]/.test(svg) || !svg.endsWith('</svg>')) {
+        return '';
+    }
+    if (/<script|<foreignObject|<iframe|<image|<use|\son[a-z]+\s*=|javascript:|(?:href|src)\s*=/i.test(svg)) {
+        return '';
+    }
+    return svg;
+}
+
+export interface ProfileOptions extends RenderOptions {
+    /** The result's roofline (`sage.roofline`), drawn above the tables. */
+    roofline?: string | null;
+}
+
 function row(label: string, ref: string, cand: string): string {
     return `<tr><th>${label}</th><td class="num">${ref}</td><td class="num">${cand}</td></tr>`;
 }
 
 /** Where the last evaluation's time went: the sentence, both sides against the machine's limits, their kernels. */
-export function renderProfileHtml(uri: string, result: EvalResult | null, options: RenderOptions = {}): string {
+export function renderProfileHtml(uri: string, result: EvalResult | null, options: ProfileOptions = {}): string {
     const nonce = options.nonce ?? makeNonce();
     const p = result?.profile;
     if (!result || !p) {
@@ -54,13 +84,17 @@ export function renderProfileHtml(uri: string, result: EvalResult | null, option
     const impossible = p.impossible
         ? `<p class="neg"><strong>Physically impossible time:</strong> ${escapeHtml(p.impossible)}</p>`
         : '';
+    const chart = inlineSvg(options.roofline);
     const body = `<h1>Where the time goes: ${escapeHtml(result.task)}</h1>
 <p class="bound"><strong>${escapeHtml(BOUND[p.bound ?? ''] ?? 'no measured limits')}</strong> · ${escapeHtml(p.summary)}</p>
 ${impossible}
+${chart ? `<div class="chart">${chart}</div>` : ''}
 <table>
 <tr><th></th><th>reference</th><th>candidate</th></tr>
 ${row('median (timed)', `${num(result.reference_timing?.median_ms, 1, 4)} ms`, `${num(result.candidate_timing?.median_ms, 1, 4)} ms`)}
 ${row(`${ops} a call`, num(ref.launches), num(cand.launches))}
+${row(`${ops}' time a call (µs)`, num(ref.kernel_us), num(cand.kernel_us))}
+${row(`${ops}' time over the timed median`, agreement(ref), agreement(cand))}
 ${row('achieved GB/s', num(ref.achieved_gbps, 1, 2), num(cand.achieved_gbps, 1, 2))}
 ${row('share of measured bandwidth', share(ref.bandwidth_share), share(cand.bandwidth_share))}
 ${row('achieved GFLOP/s', num(ref.achieved_flops, 1e9), num(cand.achieved_flops, 1e9))}

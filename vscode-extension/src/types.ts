@@ -70,6 +70,14 @@ export interface SideProfile {
     launches: number;
     kernel_us: number;
     wall_us: number;
+    /** The same calls clocked without the profiler. */
+    bare_us?: number | null;
+    /** The profiler's own cost a call, already out of the kernel times. */
+    overhead_us?: number | null;
+    /** Kernel time a call over the timed median: within 0.9-1.1 they agree. */
+    agreement?: number | null;
+    /** By how much and why the kernel times differ from the timed median. */
+    agreement_note?: string;
     achieved_gbps?: number | null;
     achieved_flops?: number | null;
     bandwidth_share?: number | null;

@@ -281,10 +281,18 @@ test('show where the time goes asks the server for the file\'s last result and r
     const profile = { source: 'cpu-ops', bytes: 1024, reference: null, candidate: null, bound: 'latency',
         summary: 'launch/latency-bound: tiny', notes: [] };
     responses['sage.lastResult'] = { ...CORRECT, result: { ...CORRECT.result, profile } };
+    responses['sage.roofline'] = '<svg xmlns="http://www.w3.org/2000/svg" class="roofline"><circle class="point reference"/></svg>';
     await vscode.commands.executeCommand('sage.showProfile');
-    assert.deepEqual(serverCommands().at(-1), ['sage.lastResult', ['file:///ws/kernels/k.py']]);
+    assert.deepEqual(serverCommands().slice(-2), [['sage.lastResult', ['file:///ws/kernels/k.py']],
+        ['sage.roofline', ['file:///ws/kernels/k.py']]]);
     const [panel] = stub.state.panels;
     assert.match(panel.webview.html, /<strong>launch\/latency-bound<\/strong> · launch\/latency-bound: tiny/);
+    assert.match(panel.webview.html, /<div class="chart"><svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" class="roofline">/);
+    // A server without the command: the tables alone, no error.
+    responses['sage.roofline'] = new Error('unknown command sage.roofline');
     await vscode.commands.executeCommand('sage.showProfile');
     assert.equal(stub.state.panels.length, 1, 'the profile view is reused, not stacked');
+    assert.doesNotMatch(panel.webview.html, /class="chart"/);
+    assert.match(panel.webview.html, /launch\/latency-bound: tiny/);
+    assert.equal(stub.calls.filter((c) => c.name === 'window.showErrorMessage').length, 0);
 });

@@ -135,6 +135,32 @@ test('profile view marks an impossible time and says when there is no profile ye
     assert.match(renderProfileHtml('file:///k.py', profiled({ profile: null })), /only a correct, timed candidate is profiled/);
 });
 
+test('profile view draws the roofline above the tables, inline under the unchanged policy', () => {
+    const svg = '<svg xmlns="http://www.w3.org/2000/svg" class="roofline" width="800" height="400"><circle class="point candidate" cx="1" cy="2" r="5"/></svg>';
+    const html = renderProfileHtml('file:///k.py', profiled(), { nonce: 'n0nce', cspSource: 'vscode-webview://x', roofline: svg });
+    assert.ok(html.indexOf('<div class="chart"><svg') < html.indexOf('<table>'), 'the chart comes before the tables');
+    assert.match(html, /content="default-src 'none'; style-src vscode-webview:\/\/x 'nonce-n0nce'; script-src 'nonce-n0nce'"/);
+    assert.doesNotMatch(html, /<script/);
+    // Markup that could run or fetch anything is refused whole: the tables alone.
+    for (const bad of [
+        '<svg><script>alert(1)</script></svg>', '<svg onload="alert(1)"></svg>', '<svg><image href="http://x/y.png"/></svg>',
+        '<svg><foreignObject><p>x</p></foreignObject></svg>', '<div>not svg</div>',
+    ]) {
+        const page = renderProfileHtml('file:///k.py', profiled(), { roofline: bad });
+        assert.doesNotMatch(page, /class="chart"/, bad);
+    }
+    assert.doesNotMatch(renderProfileHtml('file:///k.py', profiled()), /class="chart"/);
+});
+
+test('profile view says how far each side\'s kernels are from its timed median', () => {
+    const result = profiled();
+    result.profile.reference.agreement = 0.97;
+    result.profile.candidate.agreement = 2.86;
+    result.profile.candidate.agreement_note = 'its kernel times add up to 6.84 ms a call, 186% more than its timed median (2.39 ms): the machine was busier then';
+    const html = renderProfileHtml('file:///k.py', result);
+    assert.match(html, /<th>torch ops' time over the timed median<\/th><td class="num">97%<\/td><td class="num"><span class="neg" title="its kernel times add up to 6\.84 ms a call, 186% more than its timed median \(2\.39 ms\): the machine was busier then">286%<\/span><\/td>/);
+});
+
 test('status bar tooltip carries where the time goes', () => {
     const summary = { uri: 'file:///k.py', task: 'leaky_relu', summary: '0.63x vs reference · correct · cpu', stale: false, result: profiled() };
     const { tooltip } = statusText(summary);

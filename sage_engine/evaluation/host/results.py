@@ -175,6 +175,7 @@ def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits
                                       limits_note=limits_note)
     if limits is not None:
         profile.calibration = calibration.describe(limits)
+        profile.limits = limits.model_copy(update={"path": None, "cached": False})  # what its chart draws, kept
     fields["profile"] = profile
     diags = fields["diagnostics"]
     if profile.impossible:

@@ -24,11 +24,16 @@ medians timing measured (never re-timed) and this host's calibrated limits.
     reference. That is an algebraic shortcut (a diagonal matmul done as a
     row scale), not a cheat: it read every byte, and its outputs were
     checked on inputs it never saw before. Said, and credited.
+- kernel times against the timed median (the child took the profiler's
+  own cost per recorded op out of them, `child/profiling.py`): off by more
+  than `AGREEMENT` (10%), the profile says by how much and why: a machine
+  busier (or quieter) in the profile phase than while timed (the same calls
+  clocked without the profiler say so), time outside the kernels (Python,
+  code the profiler cannot see), or both.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from sage_engine.evaluation.protocol import ProfileReport, SideProfile as SideReport
@@ -39,6 +44,8 @@ DEVICE_SOURCES = ("cuda-kernels", "npu-ops")  # kernel names the device ran, not
 # On the CPU a candidate's own C++ runs outside any torch op: said when the
 # ops the profiler saw hold less than this share of the candidate's time.
 OWN_CODE_SHARE = 0.5
+# Kernel times per call within this share of the timed median agree with it.
+AGREEMENT = 0.10
 
 
 @dataclass(frozen=True)
@@ -48,21 +55,8 @@ class Rules:
 
 
 def bandwidth_for(limits: MachineLimits, nbytes: float) -> float | None:
-    """GB/s measured for a working set of `nbytes`."""
-    rows = sorted(limits.bandwidth, key=lambda p: p.bytes)
-    if not rows:
-        return None
-    envelope = [max(p.copy_gbps, p.read_gbps) for p in rows]
-    for i in range(len(envelope) - 2, -1, -1):
-        envelope[i] = max(envelope[i], envelope[i + 1])  # measured small sets are slowed by per-call costs only
-    if nbytes <= rows[0].bytes:
-        return envelope[0]
-    for i in range(len(rows) - 1):
-        lo, hi = rows[i].bytes, rows[i + 1].bytes
-        if nbytes < hi:
-            t = math.log(nbytes / lo) / math.log(hi / lo)
-            return math.exp((1 - t) * math.log(envelope[i]) + t * math.log(envelope[i + 1]))
-    return envelope[-1]
+    """GB/s measured for a working set of `nbytes` (`MachineLimits.bandwidth_at`)."""
+    return limits.bandwidth_at(nbytes)
 
 
 def peak_seconds(limits: MachineLimits, flops: dict[str, float]) -> tuple[float, list[str]] | None:
@@ -126,6 +120,9 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
         sides[role] = side
         if side.note:
             notes.append(f"{role}: {side.note}")
+        side.agreement, side.agreement_note = agreement(side, median_ms * 1000.0, source_of(report, role))
+        if side.agreement_note:
+            notes.append(f"{role}: {side.agreement_note}")
     ref, cand = sides["reference"], sides["candidate"]
     source = next((s.source for s in (report.reference, report.candidate) if s is not None), "none")
     profile = Profile(source=source, bytes=nbytes, flops=total_flops, reference=ref, candidate=cand,
@@ -147,11 +144,60 @@ def side_model(found: SideReport | None, nbytes: int | None, flops: float | None
     if found is not None:
         side = SideProfile(kernels=[KernelTime(name=k.name, launches=k.launches, time_us=k.time_us)
                                     for k in found.kernels],
-                           launches=found.launches, kernel_us=found.kernel_us, wall_us=found.wall_us, note=found.note)
+                           launches=found.launches, kernel_us=found.kernel_us, wall_us=found.wall_us,
+                           bare_us=found.bare_us or None, overhead_us=found.overhead_us or None, note=found.note)
     if seconds > 0:
         side.achieved_gbps = nbytes / seconds / 1e9 if nbytes else None
         side.achieved_flops = flops / seconds if flops else None
     return side
+
+
+def source_of(report: ProfileReport, role: str) -> str:
+    found = getattr(report, role)
+    return found.source if found is not None else "none"
+
+
+def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | None, str]:
+    """Kernel time per call over the timed median, and, when they differ by
+    more than `AGREEMENT`, a sentence that says by how much and why: the
+    measured steps from the timed median to the kernels, each one's cause
+    named where it alone is off by more than `AGREEMENT`."""
+    if timed_us <= 0 or (side.kernel_us <= 0 and not side.kernels):
+        return None, ""
+    ratio = side.kernel_us / timed_us
+    if abs(ratio - 1.0) <= AGREEMENT:
+        return ratio, ""
+    more = "more" if ratio > 1 else "less"
+    head = (f"its kernel times add up to {human_time(side.kernel_us / 1e3)} a call, {abs(ratio - 1):.0%} {more} than "
+            f"its timed median ({human_time(timed_us / 1e3)})")
+    why = []
+    bare = side.bare_us
+    if bare:
+        step = (f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile phase, "
+                f"{bare / timed_us:.0%} of the timed median")
+        if bare > (1.0 + AGREEMENT) * timed_us:
+            step += ": the machine was busier then, or its caches held other data (the timed median is what counts)"
+        elif bare < (1.0 - AGREEMENT) * timed_us:
+            step += (": other work on the machine slowed the timed calls (a median of many samples holds such "
+                     "pauses, the fastest of a few calls need not)")
+        why.append(step)
+        profiled = side.wall_us - (side.overhead_us or 0.0)
+        if profiled > (1.0 + AGREEMENT) * bare:
+            why.append(f"under the profiler they took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
+                       "as long, more than the profiler's own cost explains: the machine was busier while they were "
+                       "profiled")
+    reference_us = bare or side.wall_us
+    if reference_us:
+        outside = ("outside torch ops (Python, or compiled code of its own the profiler cannot see)"
+                   if source == "cpu-ops" else "between kernels (launch gaps, host code, synchronisation)")
+        share = 1.0 - side.kernel_us / reference_us
+        if share > AGREEMENT:
+            why.append(f"{share:.0%} of such a call is {outside}")
+        elif share > 0.01:
+            why.append(f"{share:.0%} of it is {outside}")
+    if side.overhead_us:
+        why.append(f"the profiler's own {human_time(side.overhead_us / 1e3)} a call is taken out")
+    return ratio, f"{head}: {'; '.join(why)}"
 
 
 def impossible(profile: Profile, rules: Rules) -> str | None:
@@ -235,8 +281,9 @@ def kernel_counts(profile: Profile) -> str:
         text += ": more than the reference" + (", each one more pass over memory" if cand.bound == "memory" else "")
     elif ref.launches > 1:
         text += ": nothing was fused"
-    if profile.source == "cpu-ops" and cand.wall_us > 0 and cand.kernel_us < OWN_CODE_SHARE * cand.wall_us:
-        text += (f" ({1 - cand.kernel_us / cand.wall_us:.0%} of its time is outside torch ops: Python, or compiled "
+    call_us = cand.bare_us or cand.wall_us  # its clock without the profiler, where measured
+    if profile.source == "cpu-ops" and call_us > 0 and cand.kernel_us < OWN_CODE_SHARE * call_us:
+        text += (f" ({1 - cand.kernel_us / call_us:.0%} of its time is outside torch ops: Python, or compiled "
                  "code of its own the profiler cannot see)")
     if profile.own_kernels is False:
         text += "; every kernel it launched is one the reference launches too (no kernel of its own)"

@@ -29,7 +29,8 @@ class KernelStat:
 @dataclass
 class SideProfile:
     """One side's profiled calls, per call: the costliest kernels, every
-    kernel's launches and time summed, and the host clock around the calls."""
+    kernel's launches and time summed, and the host clock around the calls
+    with the profiler and without it."""
 
     source: str  # "cpu-ops", "cuda-kernels", "npu-ops"
     calls: int = 0
@@ -37,6 +38,8 @@ class SideProfile:
     launches: float = 0.0
     kernel_us: float = 0.0
     wall_us: float = 0.0
+    bare_us: float = 0.0  # the host clock per call of the same calls without the profiler (0: not measured)
+    overhead_us: float = 0.0  # what recording the call's ops cost, already out of the kernel times
     note: str = ""  # what the profiler could not see
 
 
@@ -74,7 +77,9 @@ def side_profile(data: Any) -> SideProfile:
                        kernels=[KernelStat(str(k.name)[:MAX_NAME_CHARS], _amount(k.launches), _amount(k.time_us))
                                 for k in kernels],
                        launches=_amount(side.launches), kernel_us=_amount(side.kernel_us),
-                       wall_us=_amount(side.wall_us), note=str(side.note)[:MAX_NAME_CHARS])
+                       wall_us=_amount(side.wall_us), bare_us=_amount(side.bare_us),
+                       overhead_us=_amount(side.overhead_us),
+                       note=str(side.note)[:MAX_NAME_CHARS])
 
 
 def work(data: Any) -> Work:
