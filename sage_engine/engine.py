@@ -189,7 +189,12 @@ class Engine:
     def retrieve(self, task: str, *, operator: str | None = None, family: str | None = None,
                  backend: str | None = None, hardware: str | None = None, k: int | None = None,
                  episode_id: int | None = None, reference: str | None = None, client: str | None = None,
-                 scope: str | None = None) -> RetrievalResult:
+                 scope: str | None = None, close_previous: bool = True) -> RetrievalResult:
+        """Open an episode for `task` (or continue `episode_id`) and return what it shows.
+
+        `client` labels the episode; with `close_previous`, the same client's
+        open episode for the same task is closed first. Pass False where the
+        label does not name one agent (docs/mcp.md, "Who owns an episode")."""
         validation.check_text("task", task, 20_000, required=True)
         validation.check_text("reference", reference, self.config.max_candidate_chars, required=False)
         k = self._check_k(self.config.default_k if k is None else k)
@@ -201,7 +206,8 @@ class Engine:
                                  client=client, scope=scope, reference=reference, load_task=self.load_task)
         filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware,
                           viewer=self.user)
-        return self.episodes.retrieve(key, query, filters, k, episode_id=episode_id, user=self.user)
+        return self.episodes.retrieve(key, query, filters, k, episode_id=episode_id, user=self.user,
+                                      close_previous=close_previous and client is not None)
 
     def evaluate(self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
                  adopted: Sequence[Adoption] = (), trials: int | None = None, progress: ProgressCallback | None = None,

@@ -66,17 +66,18 @@ class EpisodeService:
     # -------------------------------------------------------------- retrieval
 
     def retrieve(self, key: EpisodeKey, query: str, filters: Filters, k: int, *, episode_id: int | None,
-                 user: str | None) -> RetrievalResult:
+                 user: str | None, close_previous: bool = True) -> RetrievalResult:
         """Open an episode (or continue one), rank, and log exactly what is
         shown (rulebook included) against it: that log is what credit uses."""
         dense = self.memory.dense_hits(query)
         closed: list[AdoptionReport] = []
         with self.store.transaction():
             if episode_id is None:
-                # Idle episodes, and this client's previous one for the task, are
-                # closed (and credited where they have an attempt) in the same transaction.
+                # Idle episodes, and (where the client is one agent) its previous one for
+                # the task, are closed (and credited where they have an attempt) in the same transaction.
                 cutoff = time.time() - self.config.episode_idle_s
-                stale = self.store.episodes.idle(cutoff, client=key.client, task=key.task)
+                owner = key.client if close_previous else None
+                stale = self.store.episodes.idle(cutoff, client=owner, task=key.task)
                 closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval")
                           for e in stale]
                 now = time.time()

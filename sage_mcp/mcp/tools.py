@@ -159,15 +159,22 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable
     return result
 
 
-def client_id(ctx: Context) -> str:
-    """Who is calling: the client's name, this server process, and the HTTP
-    session when there is one. The engine closes a client's open episode for
-    a task when that client retrieves for the same task again."""
+def client_id(ctx: Context) -> tuple[str, bool]:
+    """Who is calling, and whether that label names one agent.
+
+    The label is the client's name and this server process, plus the
+    transport's session where there is one. It names one agent on stdio (a
+    server process per agent) and over HTTP with a session; over session-less
+    HTTP every copy of a client sends the same name, so there it names no one
+    and a retrieval closes nobody's episode (docs/mcp.md, "Who owns an episode")."""
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else "mcp-client"
-    session = (ctx.headers or {}).get("mcp-session-id")
     cid = f"{name[:60]}@{state_of(ctx).instance}"
-    return f"{cid}/{session[:40]}" if session else cid
+    headers = ctx.headers
+    session = (headers or {}).get("mcp-session-id")
+    if session:
+        return f"{cid}/{session[:40]}", True
+    return cid, headers is None  # no headers: stdio
 
 
 # ------------------------------------------------------------------- tools
@@ -195,11 +202,13 @@ async def retrieve_rules(
     id, title, content, utility and score. Keep episode_id for compile_and_bench and
     record_adoption, and pass the ids of items you actually follow as adopted_ids: only ids
     shown in this episode are accepted. Retrieving again for the same task without
-    episode_id closes your previous episode for it (credited only if it had an attempt).
+    episode_id closes your previous episode for it (credited only if it had an attempt) on
+    stdio or a session; over session-less HTTP nothing is closed for you: record_adoption ends it.
     """
+    client, owned = client_id(ctx)
     return await _call(
         engine_of(ctx).retrieve, task, operator=operator, family=family, backend=backend, hardware=hardware, k=k,
-        episode_id=episode_id, reference=reference, client=client_id(ctx), scope=scope,
+        episode_id=episode_id, reference=reference, client=client, scope=scope, close_previous=owned,
     )
 
 

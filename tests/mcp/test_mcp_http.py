@@ -213,3 +213,22 @@ async def test_accepted_connections_send_small_responses_without_delay():
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_two_agents_with_one_client_name_keep_their_own_episodes(served):
+    # Every copy of one agent sends the same clientInfo name; over HTTP without
+    # a session, a retrieval must not close the other copy's episode.
+    url, token, _ = served
+    with anyio.fail_after(120):
+        clients = []
+        async with contextlib.AsyncExitStack() as stack:
+            for _ in range(2):
+                http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+                clients.append(await stack.enter_async_context(Client(streamable_http_client(url, http_client=http))))
+            first = (await clients[0].call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+            second = (await clients[1].call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+            assert first != second
+            for c, episode in zip(clients, (first, second)):
+                r = await c.call_tool("record_adoption", {"episode_id": episode})
+                assert not r.is_error, r.content
+                assert r.structured_content["closed"] is True
