@@ -22,10 +22,12 @@ ItemKind = Literal["experience", "rule"]
 # deleted: soft-deleted, kept for the audit trail.
 ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
 # task_error: the task's own reference failed (its fault, not the candidate's);
-# sandbox_error: the sandbox could not start (the host's). Neither is evidence about a kernel.
+# sandbox_error: the sandbox could not start (the host's configuration); host_error: a part of
+# the host failed under the evaluation (worker lost or unable to start, scratch full, a Ray host
+# lost). None of them is evidence about a kernel.
 EvalStatus = Literal[
     "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error",
-    "task_error",
+    "task_error", "host_error",
 ]
 
 

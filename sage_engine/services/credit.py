@@ -3,8 +3,9 @@ moves toward its target (adopted items toward their share of the reward,
 unused ones toward -beta), inside the caller's write transaction. An episode
 closed without an attempt carries no evidence: it closes without credit and
 changes nothing else. Neither does one whose only attempts never ran
-because the sandbox could not start (`sandbox_error`: the host's doing,
-not the kernel's) or whose task's reference failed (`task_error`). A
+because the sandbox could not start (`sandbox_error`) or a part of the
+host failed under them (`host_error`): the host's doing, not the kernel's;
+or whose task's reference failed (`task_error`). A
 correct attempt whose speedup is unverified earns correctness only."""
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from sage_engine.memory.store import Store
 from sage_engine.models import AdoptionReport, CloseReason, UtilityUpdate
 
 # Statuses that say nothing about the kernel, so nothing about what the
-# episode showed: the candidate never ran (sandbox_error), or the task's own
-# reference failed (task_error).
-NOT_EVIDENCE = frozenset({"sandbox_error", "task_error"})
+# episode showed: the candidate never ran or the host failed under it
+# (sandbox_error, host_error), or the task's own reference failed (task_error).
+NOT_EVIDENCE = frozenset({"sandbox_error", "host_error", "task_error"})
 
 
 def attempt_outcome(row) -> utility.AttemptOutcome:

@@ -224,7 +224,7 @@ async def compile_and_bench(
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
 
     Returns status (correct, incorrect, compile_error, runtime_error, timeout, crashed,
-    rejected, task_error, sandbox_error), max errors and the first mismatch, reference and candidate
+    rejected, task_error, sandbox_error, host_error), max errors and the first mismatch, reference and candidate
     timings, speedup (speedup_trusted false with speedup_note: unverified, not credited), the seed,
     the shape variants checked beyond the declared sizes (a kernel must work at sizes it was not
     written for), diagnostics with candidate line numbers, and attempt_id. A correct kernel also gets a profile:

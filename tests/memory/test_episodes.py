@@ -138,14 +138,15 @@ def test_idle_episodes_are_closed_and_only_those_with_an_attempt_are_credited(co
         assert (episode.status, episode.reward, episode.close_reason, episode.credited) == ("closed", None, "idle", False)
 
 
-def test_an_attempt_the_sandbox_never_started_is_no_evidence(engine):
+@pytest.mark.parametrize("status", ["sandbox_error", "host_error"])
+def test_an_attempt_the_host_failed_under_is_no_evidence(engine, status):
     a, *_ = seed(engine)
-    _, report = run_episode(engine, [a], status="sandbox_error")
+    _, report = run_episode(engine, [a], status=status)
     assert not report.credited and report.reward is None and not report.updates
     assert engine.get_item(a).utility == 0 and engine.get_item(a).n_adopted == 0
     # Beside an attempt that ran, it is left out: the episode is credited on that one alone.
     r = engine.retrieve("row softmax kernel", client="test")
-    engine.record_result(make_result("sandbox_error"), episode_id=r.episode_id)
+    engine.record_result(make_result(status), episode_id=r.episode_id)
     engine.record_result(make_result("correct", 2.0), episode_id=r.episode_id)
     report = engine.record_adoption(r.episode_id, [Adoption(id=a, evidence="used")])
     assert report.credited and report.reward > 0

@@ -161,7 +161,7 @@ async def test_losing_the_only_host_with_the_resource_reports_the_host_lost(ray_
     config = ray_config(ray_cluster, tmp_path, ray_resources={"cpu": {"SOLO": 1}}, ray_queue_timeout_s=15.0)
     result, node = await bench_and_kill_its_host(config, ray_cluster)
     assert node is only
-    assert result.status == "crashed" and result.message.startswith("evaluation host lost"), result.message
+    assert result.status == "host_error" and result.message.startswith("evaluation host lost"), result.message
 
 
 async def test_two_clients_evaluate_at_once(ray_cluster, tmp_path):

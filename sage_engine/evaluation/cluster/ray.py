@@ -330,7 +330,7 @@ def _lost(task: "Task", backend: str, source: str, why: str, hosts: list[str]) -
     from sage_engine.evaluation.host.machine import candidate_hash
 
     where = f" (last host: {hosts[-1]})" if hosts else ""
-    return EvalResult(status="crashed", message=f"{HOST_LOST}: {why}{where}", task=task.id, backend=backend,
+    return EvalResult(status="host_error", message=f"{HOST_LOST}: {why}{where}", task=task.id, backend=backend,
                       hardware="unknown", candidate_hash=candidate_hash(source), host=hosts[-1] if hosts else None)
 
 

@@ -46,9 +46,15 @@ SYSTEM_HIDDEN = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers"
                  "/etc/ssh", "/run/secrets", "/var/run/secrets",
                  # A local PostgreSQL server's unix sockets: a team memory must be out of reach too.
                  "/run/postgresql", "/var/run/postgresql")
-# Namespaces and privileges, the same for the probe and every sandbox.
-ISOLATION = ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-             "--hostname", "sage-sandbox", "--cap-drop", "ALL", "--die-with-parent", "--new-session")
+# Namespaces and privileges, the same for the probe and every sandbox. The
+# worker is PID 1 of its PID namespace (`--as-pid-1`, bubblewrap 0.8): the
+# kernel drops a signal sent to it from inside the namespace (it has no
+# handlers a candidate could use), so a candidate cannot kill its worker, and
+# a worker lost mid-evaluation is the host's fault (docs/reliability.md). As
+# init it also adopts the candidate's orphans, which it reaps between requests.
+ISOLATION = ("--unshare-net", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try", "--hostname", "sage-sandbox", "--cap-drop", "ALL", "--die-with-parent",
+             "--new-session")
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 

@@ -64,25 +64,38 @@ class WorkerPool:
 
     def run(self, request: Request, launch: Launch, on_event: EventSink,
             cancel: threading.Event | None = None) -> Outcome:
+        """Run `request` on a worker of `launch`. A host fault (`killed="host"`:
+        the worker could not start, or was lost where the candidate cannot have
+        killed it) is retried once on a fresh worker; the retried outcome says so."""
         while not self.slots.acquire(timeout=POLL_S):
             if cancel is not None and cancel.is_set():
                 return Outcome(killed="cancelled", output_tail="cancelled while waiting for a free worker")
         try:
-            worker = self._checkout(launch)
-            self._prepare_build(request, worker)
-            try:
-                outcome = EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn,
-                                        on_turn=self._on_turn).run()
-            except SandboxFailed as exc:
-                return Outcome(killed="sandbox", output_tail=str(exc))
-            except WorkerStartError as exc:
-                return Outcome(exit_code=127, output_tail=str(exc))
-            finally:
-                self._publish_build(request, worker)
-                self._checkin(worker)
+            outcome = self._run_once(request, launch, on_event, cancel)
+            if outcome.killed == "host" and not (cancel is not None and cancel.is_set()):
+                first = outcome.output_tail
+                log.warning("host fault, retrying on a fresh worker: %s", first)
+                outcome = self._run_once(request, launch, on_event, cancel)
+                outcome.retried_after = first
             return outcome
         finally:
             self.slots.release()
+
+    def _run_once(self, request: Request, launch: Launch, on_event: EventSink,
+                  cancel: threading.Event | None) -> Outcome:
+        worker = self._checkout(launch)
+        self._prepare_build(request, worker)
+        try:
+            return EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn,
+                                 on_turn=self._on_turn).run()
+        except SandboxFailed as exc:
+            return Outcome(killed="sandbox", output_tail=str(exc))
+        except WorkerStartError as exc:
+            worker.stop()
+            return Outcome(killed="host", output_tail=str(exc))
+        finally:
+            self._publish_build(request, worker)
+            self._checkin(worker)
 
     def _checkout(self, launch: Launch) -> WorkerProcess:
         with self.lock:

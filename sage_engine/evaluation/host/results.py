@@ -52,6 +52,11 @@ def from_outcome(
             severity="warning", category="cheat",
             message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; "
                     "ignored"))
+    if outcome.retried_after:
+        extra.append(Diagnostic(
+            severity="info", category="host",
+            message=f"a fault of this host ended the first try, which was discarded: {outcome.retried_after}; "
+                    "this result is from a fresh worker"))
     cases = list(outcome.cases)
     if outcome.report is not None and outcome.killed != "processes":
         fields = _report_fields(outcome.report, base=base, timing_representative=timing_representative,
@@ -89,8 +94,16 @@ def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[Ca
         category = "processes"
         message = (f"the candidate started more than {max_tasks} processes/threads (fork bomb?); "
                    "everything it started was killed")
+    elif outcome.killed == "host":
+        # Not the candidate's doing: it cannot reach a confined worker, and one that never started ran nothing.
+        status, category = "host_error", "host"
+        message = (f"a fault of this host, not of the kernel{stage}: {outcome.output_tail or 'no detail'}; "
+                   "it was retried once on a fresh worker. Check the host's evaluation environment "
+                   "(`sage backends list`, the server's log) and evaluate again")
+        tail = ""
     elif outcome.killed == "worker":
-        message = f"the sandbox worker was lost{stage}: {outcome.output_tail or 'no detail'}"
+        message = (f"the evaluation worker was lost{stage}: {outcome.output_tail or 'no detail'}; without "
+                   "bubblewrap the candidate can kill its worker, so this counts as its crash")
         tail = ""
     elif outcome.killed == "sandbox":
         # bubblewrap refused to start the sandbox: not the candidate's doing, and never run unconfined instead.

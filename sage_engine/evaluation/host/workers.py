@@ -199,11 +199,17 @@ class WorkerProcess:
         return _tail(os.path.join(self.scratch, "worker.stderr"), limit) if self.scratch else ""
 
     def lost(self, why: str, killed: str = "worker") -> Outcome:
-        """The worker is beyond use for this evaluation: stop it, and what it left running."""
-        if killed == "worker":
+        """The worker is beyond use for this evaluation: stop it, and what it left running.
+
+        Confined, the worker is PID 1 of the sandbox and the candidate cannot
+        signal it: losing it is the host's fault (`killed="host"`). With limits
+        only, the candidate may have killed it (`killed="worker"`: its crash)."""
+        if killed in ("worker", "host"):
             said = self.last_words().strip()
             why += f" (its last words: {said[-1500:]})" if said else ""
             log.warning("%s; restarting it on the next request", why)
+            if self.confined:
+                killed = "host"
         if not self.confined:
             # Limits only: the evaluation's processes are not inside a namespace that dies with the worker.
             for pid in self.child_pids:
@@ -268,7 +274,7 @@ class EvaluationRun:
                 # Dead before it took the request (killed while idle): a fresh one gets it.
                 log.warning("the warm worker had died; starting a new one")
                 worker.stop()
-        return worker.lost("the evaluation worker died twice before taking the request")
+        return worker.lost("the evaluation worker died twice before taking the request", killed="host")
 
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()

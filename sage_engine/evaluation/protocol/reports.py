@@ -129,12 +129,16 @@ class Outcome:
     report: Report | None = None
     runner_result: dict[str, Any] | None = None
     exit_code: int | None = None  # of the candidate process; negative: killed by that signal
-    killed: str | None = None  # "timeout", "processes", "worker", "cancelled", "sandbox"
+    # "timeout", "processes", "cancelled"; "sandbox": bubblewrap refused; "worker": the
+    # worker was lost where the candidate could have killed it (limits only); "host":
+    # it could not start or was lost where the candidate cannot reach it.
+    killed: str | None = None
     output_tail: str = ""
     output_bytes: int = 0
     wall_s: float = 0.0
     cases: list[CaseResult] = field(default_factory=list)  # every trial judged, whatever ended the evaluation
     forged_lines: int = 0
+    retried_after: str | None = None  # the host fault a first try ended in; this outcome is the retry's
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

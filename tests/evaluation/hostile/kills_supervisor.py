@@ -1,8 +1,11 @@
 """Kills the processes that supervise it: the server (by the pid it is told)
-and its own parent. Reaches `os.kill` through getattr so no name gives it away.
+and its own parent, the worker. Reaches `os.kill` through getattr so no name
+gives it away. The server is outside its PID namespace, and the worker is
+that namespace's PID 1, which drops signals sent from inside: both survive,
+the candidate goes on, and its answer is judged as any other.
 
 task: relu
-expect: crashed
+expect: correct
 """
 
 import os
