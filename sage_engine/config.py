@@ -200,6 +200,10 @@ class Config:
     # and other evaluations of this process pause meanwhile; correctness
     # overlaps. 2 keeps a second client moving on a two-core machine.
     eval_workers: int = 2
+    # Evaluations waiting for a worker beyond those running; one more is
+    # refused at once with a `busy` error saying when to retry, rather than
+    # held until its client gives up (docs/reliability.md). 0: no bound.
+    eval_queue_max: int = 16
     # While one evaluation of this process is timed the others stand still,
     # but never longer than this: a call that hangs only while timed must not
     # stop other callers' work until its own limit ends it.
@@ -364,6 +368,8 @@ class Config:
             raise InvalidInput(f"eval_memory_mb must be 0 (sized from this host) or a number of MB, got {self.eval_memory_mb}")
         if self.eval_workers < 1:
             raise InvalidInput(f"eval_workers must be at least 1, got {self.eval_workers}")
+        if self.eval_queue_max < 0:
+            raise InvalidInput(f"eval_queue_max must be 0 (no bound) or more, got {self.eval_queue_max}")
         if self.backend not in BACKENDS:
             raise InvalidInput(f"backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
         if not 0 < self.eta_min <= 1:

@@ -50,6 +50,17 @@ class StoreError(SageError):
     kind, exit_code = "store_error", 6
 
 
+class Busy(SageError):
+    """Too many evaluations are already waiting for a worker: refused at once,
+    with the queue's length and when to try again (back-pressure, not a hang)."""
+
+    kind, exit_code = "busy", 8
+
+    def __init__(self, message: str, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class Cancelled(SageError):
     """The caller cancelled an evaluation; its processes were killed and nothing was recorded."""
 

@@ -28,10 +28,11 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from sage_engine.config import Config
-from sage_engine.errors import BackendUnavailable, Cancelled, InvalidInput
+from sage_engine.errors import BackendUnavailable, Busy, Cancelled, InvalidInput
 from sage_engine.evaluation.backends.base import Backend, Stamp, get_backend, with_confinement
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import confinement_for, sandboxing_for
@@ -79,6 +80,7 @@ class Harness:
         self._active: set[threading.Event] = set()
         self._idle = threading.Condition(self._lock)
         self._closed = False
+        self._took_s = 10.0  # recent evaluations' mean length, for the `busy` error's retry hint
 
     def backend(self, name: str | None = None) -> Backend:
         name = name or self.config.backend
@@ -124,7 +126,9 @@ class Harness:
         with self._lock:
             if self._closed:
                 raise InvalidInput("this Harness is closed; create a new one")
+            self._refuse_when_full()
             self._active.add(handle)
+        began = time.monotonic()
         stamp = Stamp(self.confinement.mode, socket.gethostname(),
                       () if self.confinement.confined else (limits_only_note(self.confinement),))
         try:
@@ -135,8 +139,20 @@ class Harness:
         finally:
             with self._lock:
                 self._active.discard(handle)
+                self._took_s = 0.8 * self._took_s + 0.2 * (time.monotonic() - began)
                 self._idle.notify_all()
         return result
+
+    def _refuse_when_full(self) -> None:
+        """Back-pressure (under `_lock`): with `eval_queue_max` evaluations
+        already waiting for one of the pool's workers, refuse at once."""
+        bound = self.config.eval_queue_max
+        waiting = len(self._active) - self.pool.n_slots
+        if bound and waiting >= bound:
+            retry = max(1.0, round((waiting + 1) * self._took_s / self.pool.n_slots))
+            raise Busy(f"{waiting} evaluation(s) already wait for this server's {self.pool.n_slots} "
+                       f"worker(s) (eval_queue_max {bound}); nothing was run or recorded: try again in about "
+                       f"{retry:.0f} s", retry_after_s=retry)
 
     def hosts(self) -> list["HostSlots"]:
         """Where evaluations run: this host, or the cluster's hosts and their free slots."""

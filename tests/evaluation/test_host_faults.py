@@ -151,3 +151,27 @@ def test_a_candidate_cannot_kill_its_worker_and_one_that_kills_itself_is_crashed
     assert all(os.path.exists(f"/proc/{p}") for p in before), "the worker survived"
     result = harness.evaluate(task, KILLS_ITSELF, trials=1)
     assert result.status == "crashed" and "SIGKILL" in result.message, (result.status, result.message)
+
+
+def test_a_full_queue_answers_busy_at_once_and_runs_nothing(tmp_path):
+    from sage_engine.errors import Busy
+
+    config = fast_config(tmp_path, correctness_trials=1, eval_timeout_s=60.0, eval_workers=1, eval_queue_max=1)
+    task = load_task(str(RELU))
+    with Harness(config) as harness:
+        results: list = []
+        threads = [threading.Thread(target=lambda: results.append(harness.evaluate(task, SLOW, trials=1)))
+                   for _ in range(2)]  # one running, one waiting: the queue is full
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(harness._active) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        began = time.monotonic()
+        with pytest.raises(Busy, match=r"1 evaluation\(s\) already wait .*\(eval_queue_max 1\).*try again in about \d+ s") as e:
+            harness.evaluate(task, GOOD, trials=1)
+        assert time.monotonic() - began < 1.0 and e.value.kind == "busy" and e.value.retry_after_s >= 1
+        for t in threads:
+            t.join(120)
+        assert [r.status for r in results] == ["correct", "correct"]
+        assert harness.evaluate(task, GOOD, trials=1).status == "correct"  # room again
