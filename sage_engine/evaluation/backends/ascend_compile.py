@@ -148,12 +148,13 @@ class AscendCompileBackend(SandboxBackend):
     def timing_options(self) -> TimingOptions | None:
         return None  # an interpreter on a CPU says nothing about an NPU
 
-    def base_fields(self, task: Task, source: str) -> dict[str, Any]:
+    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
+                    ) -> dict[str, Any]:
         marker = venv.read_marker(self.env_path()) or {}
         # Keys as the child reports them (`triton_ascend`), so its versions merge over these.
         pins = dict(p.replace("-", "_").split("==", 1) for p in marker.get("packages", []) if "==" in p)
-        return {"task": task.id, "backend": NAME, "hardware": self.config.chip,
-                "candidate_hash": machine.candidate_hash(source), "versions": pins}
+        return {**super().base_fields(task, source, stamp, started), "backend": NAME, "hardware": self.config.chip,
+                "versions": pins}
 
     # -------------------------------------------------------------- evaluation
 

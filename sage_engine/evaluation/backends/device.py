@@ -122,6 +122,9 @@ class DeviceBackend(SandboxBackend):
         return Launch(python=sys.executable, preload=self.preload, single_use=True, devices=self.devices)
 
     def hardware(self) -> str:
+        """The device's name as the probe found it (probed now if it has not been)."""
+        if self._probe_cache is None and self.missing() is None:
+            self.probe()
         return (self._probe_cache or {}).get("name") or self.module
 
     def build_request(self, task: Task, source: str, trials: int) -> Request:

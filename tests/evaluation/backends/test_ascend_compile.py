@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from sage_engine.errors import BackendUnavailable, InvalidInput
+from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.backends import venv
 from sage_engine.evaluation.backends.ascend_compile import AscendCompileBackend
 from sage_engine.evaluation.backends.ascend_diagnostics import CATEGORIES
@@ -62,8 +63,10 @@ def test_backend_without_its_env_is_unavailable_and_says_how_to_set_it_up(tmp_pa
     assert "sage backends setup ascend-compile" in status.setup
     assert status.hardware == "Ascend910B3" and not status.timing_representative
     task = load_task(SUITE / "gelu")
-    with pytest.raises(BackendUnavailable, match="sage backends setup ascend-compile"):
-        backend.evaluate(task, (SUITE / "gelu" / "solutions" / "ascend_gelu.py").read_text(), trials=1)
+    # The harness, the one way in, checks the backend before anything runs.
+    with Harness(config) as harness, pytest.raises(BackendUnavailable, match="sage backends setup ascend-compile"):
+        harness.evaluate(task, (SUITE / "gelu" / "solutions" / "ascend_gelu.py").read_text(), backend="ascend-compile",
+                         trials=1)
 
 
 def test_env_whose_imports_fail_is_reported_broken(tmp_path):

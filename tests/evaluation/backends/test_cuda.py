@@ -14,6 +14,7 @@ import pytest
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
+from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.backends.device import CudaBackend
 from sage_engine.evaluation.host.tasks import load_task
 
@@ -52,8 +53,9 @@ def test_without_a_gpu_the_backend_refuses_with_a_reason(tmp_path):
     status = backend.status()
     assert not status.ready and "is_available() is False" in status.reason
     assert "CUDA build of torch" in status.setup
-    with pytest.raises(BackendUnavailable, match="cuda"):
-        backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+    # The harness, the one way in, checks the backend before anything runs.
+    with Harness(device_config(tmp_path)) as harness, pytest.raises(BackendUnavailable, match="cuda"):
+        harness.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), backend="cuda", trials=1)
 
 
 def test_a_limit_that_breaks_device_start_up_leaves_the_backend_not_ready_saying_why(monkeypatch, tmp_path):

@@ -14,6 +14,7 @@ import pytest
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
+from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.backends.base import get_backend
 from sage_engine.evaluation.child.device import op_statistic_rows, op_statistic_us
 from sage_engine.evaluation.backends.device import NpuBackend
@@ -47,8 +48,9 @@ def test_without_cann_the_backend_refuses_and_says_how_to_set_up(tmp_path):
     assert not status.ready
     assert "ASCEND_HOME_PATH" in status.reason
     assert "set_env.sh" in status.setup and "torch_npu" in status.setup
-    with pytest.raises(BackendUnavailable, match="CANN is not set up"):
-        backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)
+    # The harness, the one way in, checks the backend before anything runs (no CANN here either).
+    with Harness(device_config(tmp_path)) as harness, pytest.raises(BackendUnavailable, match="CANN is not set up"):
+        harness.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), backend="npu", trials=1)
 
 
 def test_without_torch_npu_the_backend_refuses_and_setup_installs_nothing(tmp_path):
