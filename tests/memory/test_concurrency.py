@@ -119,3 +119,53 @@ def test_a_thread_reads_while_another_threads_write_waits_for_the_file(tmp_path)
         assert store.scalar("SELECT utility FROM items") == 0.5
     finally:
         store.close()
+
+
+def test_a_file_locked_past_busy_timeout_is_a_store_error_naming_it_and_nothing_is_half_written(tmp_path):
+    import sqlite3
+
+    from sage_engine.errors import StoreError
+
+    db = tmp_path / "memory.db"
+    config = Config(auto_consolidate_every=0, busy_timeout_ms=300).with_db(str(db))
+    with Engine(config) as eng:
+        eng.add_item(NewItem(title="softmax tiling", content="tile rows"))
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the file
+    try:
+        with pytest.raises(StoreError, match=r"memory\.db: it is locked by another process "
+                                             r"past busy_timeout_ms \(300 ms\).*nothing was written"):
+            with Engine(config) as eng:
+                eng.retrieve("softmax", client="t")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with Engine(config) as eng:
+        assert eng.stats().episodes_open == 0 and eng.retrieve("softmax", client="t").episode_id == 1
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_full_disk_is_a_store_error_naming_the_file_and_the_transaction_is_rolled_back(tmp_path):
+    # SQLite's own "database or disk is full" (SQLITE_FULL), reached by capping the file's pages:
+    # the same error a full filesystem gives, without mounting one.
+    import sqlite3
+
+    from sage_engine.errors import StoreError
+
+    db = tmp_path / "memory.db"
+    with Engine(Config(auto_consolidate_every=0).with_db(str(db))) as eng:
+        eng.add_item(NewItem(title="softmax tiling", content="tile rows"))
+        before = eng.stats()
+        conn = eng.store._connection()
+        pages = conn.execute("PRAGMA page_count").fetchone()["page_count"]
+        conn.execute(f"PRAGMA max_page_count = {pages}")
+        added = 0
+        with pytest.raises(StoreError, match=r"memory\.db: the disk holding it is full.*nothing was written"):
+            for n in range(200):  # until a page more is needed
+                eng.add_item(NewItem(title=f"lesson {n}", content=f"tile rows {n} " * 500))
+                added += 1
+        conn.execute("PRAGMA max_page_count = 1073741823")
+        # Whole items before the one that failed, and nothing of that one.
+        assert sum(eng.stats().items_by_kind.values()) == sum(before.items_by_kind.values()) + added
+        assert eng.add_item(NewItem(title="after", content="space again")) is not None
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -122,14 +122,28 @@ class SqliteStore(Store):
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"cannot open a transaction on {self.path}: {exc}") from exc
+                raise self._failure(exc, "cannot open a transaction") from exc
             try:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            else:
                 conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise self._failure(exc, "the transaction failed") from exc
+                raise
+
+    def _failure(self, exc: sqlite3.OperationalError, what: str) -> StoreError:
+        """A store error that names the file, says nothing was written and what to do."""
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            why = (f"it is locked by another process past busy_timeout_ms ({self._timeout_ms} ms); retry, "
+                   "or stop what holds it")
+        elif "full" in text:
+            why = "the disk holding it is full (or the file reached its size limit); free space and retry"
+        else:
+            why = text
+        return StoreError(f"{what} on {self.path}: {why}; nothing was written")
 
     def _turn(self) -> contextlib.AbstractContextManager:
         """Threads take turns only on the one in-memory connection."""
@@ -142,6 +156,10 @@ class SqliteStore(Store):
                 return cur.fetchall(), cur.rowcount
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"the memory refused a write: {exc}") from exc
+            except sqlite3.OperationalError as exc:
+                if conn.in_transaction:
+                    raise  # `_begin` rolls back and names the failure
+                raise self._failure(exc, "a statement failed") from exc
 
     def lexical_rows(self, terms: list[str], limit: int) -> list[Row]:
         if not terms:
