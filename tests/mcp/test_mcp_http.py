@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -27,10 +28,13 @@ INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 
 
 @contextlib.contextmanager
-def _serving(config, tmp_path, *args: str):
-    """`sage serve --port 0 ARGS` running; yields (url, banner)."""
+def _serving(config, tmp_path, *args: str, env: dict[str, str] | None = None, started: list | None = None):
+    """`sage serve --port 0 ARGS` running; yields (url, banner); `started` gets the process."""
     proc = subprocess.Popen([str(SAGE), "--db", config.database, "serve", "--port", "0", *args],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path)
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path,
+                            env={**os.environ, **(env or {})})
+    if started is not None:
+        started.append(proc)
     try:
         lines = []
         with _deadline(60):
@@ -232,3 +236,53 @@ async def test_two_agents_with_one_client_name_keep_their_own_episodes(served):
                 r = await c.call_tool("record_adoption", {"episode_id": episode})
                 assert not r.is_error, r.content
                 assert r.structured_content["closed"] is True
+
+
+SILU = (Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "silu" / "solutions"
+        / "cpu_sigmoid_mul.py").read_text()
+SLOW_SILU = "import time\n" + SILU.replace("        xf = x.float()", "        time.sleep(2.0)\n        xf = x.float()")
+
+
+async def test_sigterm_during_an_evaluation_keeps_earlier_attempts_and_credits_only_what_was_evaluated(config, tmp_path):
+    token_file = tmp_path / "token"
+    started: list = []
+    outcomes: list = []
+    with _serving(config, tmp_path, "--token-file", str(token_file), started=started) as (url, _):
+        token = token_file.read_text().strip()
+        with anyio.fail_after(180):
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with Client(streamable_http_client(url, http_client=http)) as c:
+                episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
+                first = await c.call_tool("compile_and_bench", {"candidate": SILU, "task": "silu", "episode_id": episode,
+                                                                "trials": 1})
+                assert not first.is_error and first.structured_content["status"] == "correct"
+
+                async def second():
+                    try:
+                        outcomes.append(await c.call_tool("compile_and_bench", {
+                            "candidate": SLOW_SILU, "task": "silu", "episode_id": episode, "trials": 1}))
+                    except Exception as exc:  # noqa: BLE001 - the connection may end with the server
+                        outcomes.append(exc)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(second)
+                    await anyio.sleep(3.0)  # inside the slow candidate's correctness run
+                    started[0].send_signal(signal.SIGTERM)
+                    await anyio.to_thread.run_sync(lambda: started[0].wait(60))
+    assert started[0].returncode is not None
+    # The client was answered: finished, or refused as cancelled; or its connection ended with the server.
+    done = outcomes[0]
+    if not isinstance(done, Exception) and done.is_error:
+        assert "cancelled" in text(done), text(done)
+    with Engine(config) as engine:
+        stored = engine.get_episode(episode)
+        finished = not isinstance(done, Exception) and not done.is_error
+        assert stored.status == "open" and len(stored.attempt_list) == (2 if finished else 1)
+        assert stored.attempt_list[0].status == "correct"
+    # Restarted, the idle close credits the episode on what was evaluated.
+    with _serving(config, tmp_path, "--token-file", str(token_file), env={"SAGE_EPISODE_IDLE_S": "0.5"}):
+        await anyio.sleep(3.0)
+    with Engine(config) as engine:
+        stored = engine.get_episode(episode)
+        assert (stored.status, stored.close_reason, stored.credited) == ("closed", "idle", True)
+
