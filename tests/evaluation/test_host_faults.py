@@ -175,3 +175,29 @@ def test_a_full_queue_answers_busy_at_once_and_runs_nothing(tmp_path):
             t.join(120)
         assert [r.status for r in results] == ["correct", "correct"]
         assert harness.evaluate(task, GOOD, trials=1).status == "correct"  # room again
+
+
+@pytest.fixture
+def small_scratch(tmp_path, monkeypatch):
+    """A 512 KiB filesystem as the workers' scratch space (root only: a tmpfs mount)."""
+    import subprocess
+    import tempfile
+
+    where = tmp_path / "scratch"
+    where.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    yield where
+    subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.mark.slow
+def test_scratch_space_full_during_a_cpp_build_is_a_host_error(tmp_path, small_scratch):
+    task = load_task(str(RELU))
+    source = (RELU / "solutions" / "cpu_cpp.py").read_text()
+    with Harness(fast_config(tmp_path / "cache", correctness_trials=1, eval_timeout_s=300.0)) as harness:
+        result = harness.evaluate(task, source, trials=1)
+    assert result.status == "host_error" and not result.correct, (result.status, result.message)
+    assert "scratch space" in result.message and result.diagnostics[0].category == "host"

@@ -26,6 +26,7 @@ write into another's build.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -40,6 +41,29 @@ from sage_engine.evaluation.host.workers import (POLL_S, EvaluationRun, EventSin
 from sage_engine.evaluation.protocol import Op, Outcome, Request
 
 log = logging.getLogger(__name__)
+
+
+SCRATCH_LOW_BYTES = 1 << 20
+
+
+def scratch_full(scratch: str | None, outcome: Outcome) -> str | None:
+    """Why the evaluation failed for want of scratch space, where it did: its
+    failure says "No space left on device" and the worker's scratch folder
+    has (almost) nothing free. The candidate says what it likes; the free
+    space is measured here, so a candidate cannot claim the host's fault."""
+    report = outcome.report
+    said = (report.message + " ".join(str(d.get("message", "")) for d in report.diagnostics)) if report else ""
+    if scratch is None or "No space left on device" not in said + outcome.output_tail:
+        return None
+    try:
+        st = os.statvfs(scratch)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    if free >= SCRATCH_LOW_BYTES:
+        return None
+    return (f"the evaluation's scratch space is full ({free >> 10} KiB free of {st.f_blocks * st.f_frsize >> 20} MiB "
+            f"on the filesystem of {os.path.dirname(scratch)}); free space there, or point TMPDIR elsewhere")
 
 
 class WorkerPool:
@@ -86,8 +110,10 @@ class WorkerPool:
         worker = self._checkout(launch)
         self._prepare_build(request, worker)
         try:
-            return EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn,
-                                 on_turn=self._on_turn).run()
+            outcome = EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn,
+                                    on_turn=self._on_turn).run()
+            full = scratch_full(worker.scratch, outcome)
+            return Outcome(killed="scratch", output_tail=full) if full else outcome
         except SandboxFailed as exc:
             return Outcome(killed="sandbox", output_tail=str(exc))
         except WorkerStartError as exc:

@@ -101,6 +101,10 @@ def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[Ca
                    "it was retried once on a fresh worker. Check the host's evaluation environment "
                    "(`sage backends list`, the server's log) and evaluate again")
         tail = ""
+    elif outcome.killed == "scratch":
+        status, category = "host_error", "host"
+        message = f"a fault of this host, not of the kernel{stage}: {outcome.output_tail}; then evaluate again"
+        tail = ""
     elif outcome.killed == "worker":
         message = (f"the evaluation worker was lost{stage}: {outcome.output_tail or 'no detail'}; without "
                    "bubblewrap the candidate can kill its worker, so this counts as its crash")

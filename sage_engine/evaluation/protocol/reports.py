@@ -131,7 +131,8 @@ class Outcome:
     exit_code: int | None = None  # of the candidate process; negative: killed by that signal
     # "timeout", "processes", "cancelled"; "sandbox": bubblewrap refused; "worker": the
     # worker was lost where the candidate could have killed it (limits only); "host":
-    # it could not start or was lost where the candidate cannot reach it.
+    # it could not start or was lost where the candidate cannot reach it; "scratch": the
+    # evaluation failed for want of scratch space (measured on the host).
     killed: str | None = None
     output_tail: str = ""
     output_bytes: int = 0
