@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from sage_engine.engine import Engine
 from sage_mcp.mcp.http import BearerAuth, is_loopback, load_or_create_token
-from tests.mcp.support import assert_every_schema_error_phrased
+from tests.mcp.support import assert_every_schema_error_phrased, text
 
 SAGE = Path(sys.executable).parent / "sage"
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

@@ -27,7 +27,6 @@ from typing import Any, Callable
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.evaluation.host import results
-from sage_engine.evaluation.host import machine
 from sage_engine.evaluation.backends import venv
 from sage_engine.evaluation.backends.ascend_diagnostics import KernelVerdict, classify_kernel
 from sage_engine.evaluation.backends.base import SandboxBackend, Stamp, _ProgressRelay
