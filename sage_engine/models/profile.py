@@ -7,19 +7,17 @@ from typing import Literal
 
 from pydantic import Field
 
+from sage_engine.evaluation.protocol.profile import KernelTime
 from sage_engine.models.base import _Model
 
 Bound = Literal["memory", "compute", "latency"]
 
 
-class KernelTime(_Model):
-    name: str
-    launches: float = Field(description="Launches per call")
-    time_us: float = Field(description="Device time per call (self CPU time of the op on the cpu backend)")
-
-
 class SideProfile(_Model):
-    """One side's calls: its costliest kernels and how close its timed median came to the limits."""
+    """One side's calls, judged: its costliest kernels (`KernelTime`, as the
+    child measured them, defined once in the protocol) and how close its timed
+    median came to the limits. The child's unjudged account is the protocol's
+    `SideKernels`."""
 
     kernels: list[KernelTime] = Field(default_factory=list)
     launches: float = Field(0.0, description="Kernels launched per call, all of them")

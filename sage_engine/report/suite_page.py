@@ -30,6 +30,7 @@ from pydantic import Field
 
 from sage_engine.models import EvalResult
 from sage_engine.models.base import _Model
+from sage_engine.report import causes
 from sage_engine.report.roofline import Chart, chart_for, render_svg
 
 Kind = Literal["check", "run"]
@@ -71,8 +72,6 @@ def row_from_check(check: dict[str, Any]) -> Row:
 
 def row_from_result(task_id: str, benchmark: str, solution: str, result: EvalResult) -> Row:
     """A `sage suite run` row: one example solution's evaluation."""
-    from sage_engine.suite import causes
-
     status, cause, detail = "correct", None, result.message
     if result.status != "correct":
         cause, detail = causes.classify(result)

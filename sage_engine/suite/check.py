@@ -5,7 +5,7 @@ The candidate is the reference's `Model` and only what it needs, renamed
 seeded correctness trials on every case, then alternating timing. A sound
 task comes back correct with a self-speedup near 1.0; anything else is a
 task an agent should not be pointed at yet, and the check says why
-(`causes.py`). The task's `forbid` list is lifted for this candidate only:
+(`report/causes.py`). The task's `forbid` list is lifted for this candidate only:
 the reference calls exactly the operators a candidate may not.
 
 Each sound task is then given two candidates that do nothing: zeros of the
@@ -46,7 +46,8 @@ from sage_engine.errors import BackendUnavailable, InvalidInput, SageError
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import Task
 from sage_engine.report import roofline, suite_page
-from sage_engine.suite import causes, randomness, source
+from sage_engine.report import causes
+from sage_engine.suite import randomness, source
 
 # The bar a sound suite clears on the cpu backend (docs/suite.md).
 GOAL_CORRECT_PCT = 99.0  # of the tasks that can run on the backend

@@ -9,7 +9,7 @@ import pytest
 
 from sage_engine.evaluation.child.ncu import METRICS, parse_csv
 from sage_engine.evaluation.host import roofline
-from sage_engine.evaluation.protocol import KernelStat, ProfileReport, SideProfile, Work
+from sage_engine.evaluation.protocol import KernelTime, ProfileReport, SideKernels, Work
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS, MAX_NAME_CHARS, side_profile
 from sage_engine.models import BandwidthPoint, MachineLimits
 
@@ -22,9 +22,9 @@ LIMITS = MachineLimits(
     matmul_flops={"float32": 100e9, "bfloat16": 200e9})
 
 
-def side(*names: str, launches: float | None = None, source: str = "cpu-ops") -> SideProfile:
-    kernels = [KernelStat(n, 1.0, 10.0) for n in names]
-    return SideProfile(source=source, calls=1, kernels=kernels, launches=len(names) if launches is None else launches,
+def side(*names: str, launches: float | None = None, source: str = "cpu-ops") -> SideKernels:
+    kernels = [KernelTime(n, 1.0, 10.0) for n in names]
+    return SideKernels(source=source, calls=1, kernels=kernels, launches=len(names) if launches is None else launches,
                        kernel_us=10.0 * len(names), wall_us=12.0 * len(names))
 
 
@@ -70,7 +70,7 @@ def test_a_call_whose_work_needs_less_than_its_launches_cost_is_latency_bound():
 
 
 def test_fewer_launches_read_as_fused_and_time_outside_torch_ops_as_own_code():
-    cand = SideProfile(source="cpu-ops", calls=1, kernels=[KernelStat("aten::empty_like", 1, 1.0)], launches=1,
+    cand = SideKernels(source="cpu-ops", calls=1, kernels=[KernelTime("aten::empty_like", 1, 1.0)], launches=1,
                        kernel_us=1.0, wall_us=1000.0)
     p = judged(ref_ms=2.0, cand_ms=1.0, candidate=cand)
     assert "the candidate 1: fused (100% of its time is outside torch ops" in p.summary
@@ -148,8 +148,8 @@ def test_ncu_raw_csv_reads_as_one_row_per_kernel():
     assert parse_csv("==ERROR== ERR_NVGPUCTRPERM - no permission to read the GPU's counters") == []
 
 
-def timed_side(kernel_us: float, bare_us: float, overhead_us: float = 0.0) -> SideProfile:
-    return SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::clamp", 2.0, kernel_us)], launches=2.0,
+def timed_side(kernel_us: float, bare_us: float, overhead_us: float = 0.0) -> SideKernels:
+    return SideKernels(source="cpu-ops", calls=5, kernels=[KernelTime("aten::clamp", 2.0, kernel_us)], launches=2.0,
                        kernel_us=kernel_us, wall_us=bare_us + overhead_us, bare_us=bare_us, overhead_us=overhead_us)
 
 
@@ -183,7 +183,7 @@ def test_kernel_times_off_the_timed_median_say_by_how_much_and_why():
     assert q.candidate.agreement == pytest.approx(0.2)
     # Profiled calls slowed by more than the profiler's cost: the machine, while they ran.
     busier = ProfileReport(reference=timed_side(700.0, 700.0),
-                           candidate=SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::clamp", 2.0,
+                           candidate=SideKernels(source="cpu-ops", calls=5, kernels=[KernelTime("aten::clamp", 2.0,
                                                                                                  16590.0)],
                                                  launches=2.0, kernel_us=16590.0, wall_us=16700.0, bare_us=14200.0,
                                                  overhead_us=6.0), work=Work(bytes=16 << 20))

@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from sage_engine.evaluation.host import roofline
-from sage_engine.evaluation.protocol import KernelStat, ProfileReport, SideProfile, Work
+from sage_engine.evaluation.protocol import KernelTime, ProfileReport, SideKernels, Work
 from sage_engine.models import BandwidthPoint, EvalResult, MachineLimits, TimingStats
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -22,8 +22,8 @@ LIMITS = MachineLimits(
     matmul_flops={"float32": 90e9, "bfloat16": 210e9})
 
 
-def side(ops: int, kernel_us: float) -> SideProfile:
-    return SideProfile(source="cpu-ops", calls=5, kernels=[KernelStat("aten::op", float(ops), kernel_us)],
+def side(ops: int, kernel_us: float) -> SideKernels:
+    return SideKernels(source="cpu-ops", calls=5, kernels=[KernelTime("aten::op", float(ops), kernel_us)],
                        launches=float(ops), kernel_us=kernel_us, wall_us=kernel_us * 1.02, bare_us=kernel_us,
                        overhead_us=1.0)
 

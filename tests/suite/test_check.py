@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from sage_engine.config import Config
 from sage_engine.errors import InvalidInput, NotFound
 from sage_engine.models import EvalResult
-from sage_engine.suite.causes import classify
+from sage_engine.report.causes import classify
 from sage_engine.evaluation.host.tasks import list_suite
 from sage_engine.suite.check import TaskCheck, check_suite, select_tasks, summarize
 from sage_engine.suite.importers import import_tasks

@@ -28,7 +28,7 @@ import tempfile
 from typing import Any, Callable
 
 from sage_engine.evaluation.common import diagnostics, timing
-from sage_engine.evaluation.protocol import KernelStat, Request, SideProfile
+from sage_engine.evaluation.protocol import KernelTime, Request, SideKernels
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 
 NPU_FLUSH_MB = 192
@@ -119,7 +119,7 @@ def npu_profile_us(fn: Callable[[], Any], *, warmup: int = PROFILE_WARMUP, activ
     return None if rows is None else sum(total for _, _, total in rows) / active
 
 
-def npu_op_profile(fn: Callable[[], Any], calls: int) -> SideProfile:
+def npu_op_profile(fn: Callable[[], Any], calls: int) -> SideKernels:
     """Each op type's launches and device time per call (the `profile-kernels` reply on an NPU)."""
     import time
 
@@ -127,10 +127,10 @@ def npu_op_profile(fn: Callable[[], Any], calls: int) -> SideProfile:
     rows = _npu_op_rows(fn, 1, calls)
     wall = time.perf_counter() - start
     if rows is None:
-        return SideProfile(source="npu-ops", calls=calls, note="the torch_npu profiler wrote no op_statistic file")
+        return SideKernels(source="npu-ops", calls=calls, note="the torch_npu profiler wrote no op_statistic file")
     rows.sort(key=lambda r: -r[2])
-    return SideProfile(source="npu-ops", calls=calls,
-                       kernels=[KernelStat(name, count / calls, total / calls) for name, count, total in rows[:MAX_KERNELS]],
+    return SideKernels(source="npu-ops", calls=calls,
+                       kernels=[KernelTime(name, count / calls, total / calls) for name, count, total in rows[:MAX_KERNELS]],
                        launches=sum(r[1] for r in rows) / calls, kernel_us=sum(r[2] for r in rows) / calls,
                        wall_us=wall * 1e6 / (2 + calls))
 

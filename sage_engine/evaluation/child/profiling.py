@@ -40,7 +40,7 @@ from collections import defaultdict
 from typing import Any, Iterator
 
 from sage_engine.evaluation.child import correctness, guards
-from sage_engine.evaluation.protocol import KernelStat, SideProfile, Work
+from sage_engine.evaluation.protocol import KernelTime, SideKernels, Work
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 
 try:
@@ -101,7 +101,7 @@ def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
     return reply
 
 
-def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideProfile, set[str]]:
+def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[str]]:
     """The side's kernels, and the name of every op its calls ran (nested ones too)."""
     import torch
     from torch.autograd import DeviceType
@@ -216,7 +216,7 @@ def outermost_kernel(event: Any) -> bool:
     return True
 
 
-def summarise(source: str, kernels: list[tuple[str, float]], calls: int, wall_s: float) -> SideProfile:
+def summarise(source: str, kernels: list[tuple[str, float]], calls: int, wall_s: float) -> SideKernels:
     """Per call: the costliest kernels by name, and all of them summed."""
     launches: dict[str, int] = defaultdict(int)
     times: dict[str, float] = defaultdict(float)
@@ -224,8 +224,8 @@ def summarise(source: str, kernels: list[tuple[str, float]], calls: int, wall_s:
         launches[name] += 1
         times[name] += max(0.0, float(us))
     top = sorted(times, key=lambda n: -times[n])[:MAX_KERNELS]
-    return SideProfile(source=source, calls=calls,
-                       kernels=[KernelStat(n, launches[n] / calls, times[n] / calls) for n in top],
+    return SideKernels(source=source, calls=calls,
+                       kernels=[KernelTime(n, launches[n] / calls, times[n] / calls) for n in top],
                        launches=len(kernels) / calls, kernel_us=sum(times.values()) / calls,
                        wall_us=wall_s * 1e6 / calls)
 

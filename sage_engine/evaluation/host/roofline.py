@@ -36,9 +36,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sage_engine.evaluation.protocol import ProfileReport, SideProfile as SideReport
+from sage_engine.evaluation.protocol import ProfileReport, SideKernels
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
-from sage_engine.models import KernelTime, MachineLimits, Profile, SideProfile
+from sage_engine.models import MachineLimits, Profile, SideProfile
 
 DEVICE_SOURCES = ("cuda-kernels", "npu-ops")  # kernel names the device ran, not torch ops on the host
 # On the CPU a candidate's own C++ runs outside any torch op: said when the
@@ -139,11 +139,10 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
     return profile
 
 
-def side_model(found: SideReport | None, nbytes: int | None, flops: float | None, seconds: float) -> SideProfile:
+def side_model(found: SideKernels | None, nbytes: int | None, flops: float | None, seconds: float) -> SideProfile:
     side = SideProfile()
     if found is not None:
-        side = SideProfile(kernels=[KernelTime(name=k.name, launches=k.launches, time_us=k.time_us)
-                                    for k in found.kernels],
+        side = SideProfile(kernels=list(found.kernels),
                            launches=found.launches, kernel_us=found.kernel_us, wall_us=found.wall_us,
                            bare_us=found.bare_us or None, overhead_us=found.overhead_us or None, note=found.note)
     if seconds > 0:

@@ -29,7 +29,7 @@ from sage_engine.evaluation.protocol.events import (CHILD_EVENTS, WORKER_EVENTS,
                                                     RunnerResult, Started, TimingDone, TimingWait, Verdict,
                                                     event_line, parse_child_event, parse_fail, parse_worker_event,
                                                     worker_line)
-from sage_engine.evaluation.protocol.profile import KernelStat, ProfileReport, SideProfile, Work
+from sage_engine.evaluation.protocol.profile import KernelTime, ProfileReport, SideKernels, Work
 from sage_engine.evaluation.protocol.reports import (CaseResult, HookReport, Judgement, Outcome, Report, TimingReport,
                                                      TimingStats, VariantRow)
 from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STATUSES, MAX_TASKS, BuildSpec, Limits,
@@ -38,10 +38,10 @@ from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STAT
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseResult", "Event", "Exit", "Extras", "Fail", "HookReport", "HostEvent", "InputsShared", "Judgement", "KernelStat", "Limits",
+    "CaseEvent", "CaseResult", "Event", "Exit", "Extras", "Fail", "HookReport", "HostEvent", "InputsShared", "Judgement", "KernelTime", "Limits",
     "Lost", "Op",
     "Outcome", "ProfileOptions", "ProfileReport", "ProgressEvent", "Ready", "ReferenceDone", "Report", "Request",
-    "RunnerResult", "SideProfile", "Started", "TaskSpec", "TimingDone", "Work",
+    "RunnerResult", "SideKernels", "Started", "TaskSpec", "TimingDone", "Work",
     "TimingOptions", "TimingReport", "TimingStats", "TimingWait", "Variant", "VariantRow", "Verdict",
     "VerdictOptions", "build", "event_line",
     "parse_child_event", "parse_fail", "parse_worker_event", "worker_line",

@@ -18,8 +18,10 @@ MAX_NAME_CHARS = 200  # C++ template kernels have names of thousands of characte
 
 
 @dataclass
-class KernelStat:
-    """One kernel (a device kernel, or a torch op on the CPU) per profiled call."""
+class KernelTime:
+    """One kernel (a device kernel, or a torch op on the CPU) per profiled call:
+    launches per call, and device time per call (the op's self CPU time on the
+    cpu backend). The child measures it and `EvalResult.profile` embeds it."""
 
     name: str
     launches: float
@@ -27,14 +29,14 @@ class KernelStat:
 
 
 @dataclass
-class SideProfile:
-    """One side's profiled calls, per call: the costliest kernels, every
+class SideKernels:
+    """One side's profiled calls, per call, unjudged: the costliest kernels, every
     kernel's launches and time summed, and the host clock around the calls
     with the profiler and without it."""
 
     source: str  # "cpu-ops", "cuda-kernels", "npu-ops"
     calls: int = 0
-    kernels: list[KernelStat] = field(default_factory=list)
+    kernels: list[KernelTime] = field(default_factory=list)
     launches: float = 0.0
     kernel_us: float = 0.0
     wall_us: float = 0.0
@@ -59,8 +61,8 @@ class ProfileReport:
     """The profile phase's account: a side that could not be profiled has
     None and its reason in `errors`."""
 
-    reference: SideProfile | None = None
-    candidate: SideProfile | None = None
+    reference: SideKernels | None = None
+    candidate: SideKernels | None = None
     work: Work | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
@@ -69,12 +71,12 @@ class ProfileReport:
         return build(cls, data, reference=side_profile, candidate=side_profile, work=work)
 
 
-def side_profile(data: Any) -> SideProfile:
+def side_profile(data: Any) -> SideKernels:
     """A side's reply, bounded: names cut, counts made finite and non-negative."""
-    side = build(SideProfile, data)
-    kernels = [build(KernelStat, k) for k in (side.kernels if isinstance(side.kernels, list) else [])][:MAX_KERNELS]
-    return SideProfile(source=str(side.source)[:40], calls=max(0, int(side.calls)),
-                       kernels=[KernelStat(str(k.name)[:MAX_NAME_CHARS], _amount(k.launches), _amount(k.time_us))
+    side = build(SideKernels, data)
+    kernels = [build(KernelTime, k) for k in (side.kernels if isinstance(side.kernels, list) else [])][:MAX_KERNELS]
+    return SideKernels(source=str(side.source)[:40], calls=max(0, int(side.calls)),
+                       kernels=[KernelTime(str(k.name)[:MAX_NAME_CHARS], _amount(k.launches), _amount(k.time_us))
                                 for k in kernels],
                        launches=_amount(side.launches), kernel_us=_amount(side.kernel_us),
                        wall_us=_amount(side.wall_us), bare_us=_amount(side.bare_us),
