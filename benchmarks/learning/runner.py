@@ -272,7 +272,8 @@ def _eval_result(op: Operator, status: str, ms: float | None) -> EvalResult:
     timing = lambda t: TimingStats(median_ms=t, iqr_ms=0.0, mean_ms=t, min_ms=t, reps=20)  # noqa: E731
     correct = status == "correct"
     return EvalResult(
-        status=status, task=op.name, backend="npu", hardware="simulated", candidate_hash=hashlib.sha256(f"{op.name}:{ms}".encode()).hexdigest()[:16],
+        status=status, task=op.name, backend="npu", hardware="simulated",
+        candidate_hash=hashlib.sha256(f"{op.name}:{ms}".encode()).hexdigest()[:16],
         correct=correct, reference_timing=timing(op.t_ref_ms), candidate_timing=timing(ms) if correct and ms else None,
         speedup=op.t_ref_ms / ms if correct and ms else None,
         message="" if correct else f"simulated {status}",

@@ -162,7 +162,8 @@ class _Episode:
                     self.record.stop = "no_submission"
                     self.record.notes.append("the model stopped submitting before any kernel was correct")
                     return
-                cut = " Your reply was cut off at the output limit: keep the module shorter." if resp.stop_reason in ("max_tokens", "length") else ""
+                cut = (" Your reply was cut off at the output limit: keep the module shorter."
+                       if resp.stop_reason in ("max_tokens", "length") else "")
                 self.messages.append({"role": "user", "content": self._results(resp.tool_calls) + [{
                     "type": "text",
                     "text": "No correct kernel yet. Call submit_kernel with the full module defining ModelNew." + cut,
@@ -181,9 +182,11 @@ class _Episode:
         adopted, ignored = self._adoptions(call.input.get("adopted_ids"))
         if not isinstance(code, str) or not code.strip():
             # Counts as a round: an empty submission is still a wasted turn.
-            self.attempts.append(Attempt(round_no, _invalid(self.task.id, self.s.backend, "submit_kernel needs `code`: the full module source"), ""))
+            invalid = _invalid(self.task.id, self.s.backend, "submit_kernel needs `code`: the full module source")
+            self.attempts.append(Attempt(round_no, invalid, ""))
             self.record.statuses.append("rejected")
-            return "Round %d of %d: rejected\nsubmit_kernel needs `code`: the full module source defining ModelNew." % (round_no, self.s.rounds)
+            return (f"Round {round_no} of {self.s.rounds}: rejected\n"
+                    "submit_kernel needs `code`: the full module source defining ModelNew.")
         report = adopted if self.s.strategy.report_adoptions else []
         self._check_stop()
         self.say(f"round {round_no}: evaluating")

@@ -247,7 +247,7 @@ def speedup_histogram(rows: list[Row], kind: Kind, *, width: int = 520, height: 
     bins = 24
     step = (hi - lo) / bins
     counts = [[0, 0] for _ in range(bins)]
-    for (s, trusted), v in zip(found, logs):
+    for (_speedup, trusted), v in zip(found, logs):
         counts[min(bins - 1, int((v - lo) / step))][0 if trusted else 1] += 1
     left, top, w, h = 40, 12, width - 56, height - 52
     most = max(a + b for a, b in counts)

@@ -102,7 +102,7 @@ def write_task(dest: Path, converted: Converted, *, overwrite: bool, origin: dic
     target.mkdir(parents=True)
     meta = dict(converted.meta)
     if converted.helpers:
-        for name, where in converted.helpers.items():
+        for where in converted.helpers.values():
             _copy_read_only(where, target / HELPER_DIR / where.name)
         meta["import_roots"] = [HELPER_DIR]
     meta["origin"] = origin

@@ -21,7 +21,8 @@ def suite() -> None:
 @suite.command("list")
 @click.option("--level", type=int)
 @click.option("--family")
-@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False), help="A folder of task directories (e.g. from `sage suite import`) instead of the bundled suite.")
+@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False),
+              help="A folder of task directories (e.g. from `sage suite import`) instead of the bundled suite.")
 @json_option
 @pass_state
 @handle_errors
@@ -59,7 +60,8 @@ def suite_show(state: State, task_id) -> None:
 @click.option("--family")
 @click.option("--tasks", "task_ids", help="Comma-separated task ids.")
 @click.option("--backend", "run_backend", help="Backend; also picks which example solutions run.")
-@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False), help="A folder of task directories instead of the bundled suite.")
+@click.option("--dir", "suite_dir", type=click.Path(exists=True, file_okay=False),
+              help="A folder of task directories instead of the bundled suite.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False),
               help="Write an HTML report to FILE.html, rewritten as each result arrives.")
 @json_option
@@ -127,7 +129,8 @@ def _speedup_cell(row) -> str:
 
 @suite.command("import")
 @click.argument("path", type=click.Path(exists=True))
-@click.option("--dest", default="sage-tasks", show_default=True, type=click.Path(file_okay=False), help="Folder to write task directories into.")
+@click.option("--dest", default="sage-tasks", show_default=True, type=click.Path(file_okay=False),
+              help="Folder to write task directories into.")
 @click.option("--overwrite", is_flag=True, help="Replace task directories that already exist.")
 @click.option("--max-cases", type=int, help="Keep at most N case rows per task.")
 @click.option("--scale", type=click.Choice(["cpu"]), help="Shrink the benchmark's sizes for a CPU check (originals kept in task.json).")

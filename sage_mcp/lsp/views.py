@@ -176,7 +176,8 @@ def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count
         else:
             message, full = shorten(d.message), d.message
         out.append(_diagnostic(at, message, full, uri, _SEVERITY.get(d.severity, types.DiagnosticSeverity.Error), d.category))
-    if not out and not result.correct and result.status in ("incorrect", "runtime_error", "timeout", "crashed", "rejected", "compile_error"):
+    failed = ("incorrect", "runtime_error", "timeout", "crashed", "rejected", "compile_error")
+    if not out and not result.correct and result.status in failed:
         # A failure the harness could not pin to a line still belongs in the Problems panel.
         kernel = next((k for k in kernels if k.kind == "model"), kernels[0] if kernels else None)
         line = kernel.line if kernel else 0

@@ -255,7 +255,7 @@ def skipped_configs(verdicts: list[KernelVerdict], launches: list, chip: str) ->
     configs come back as passed verdicts marked skipped, with a warning each."""
     if len(verdicts) != len(launches):
         return verdicts, []
-    passing = {l.get("autotune") for v, l in zip(verdicts, launches) if v.passed and l.get("autotune")}
+    passing = {la.get("autotune") for v, la in zip(verdicts, launches) if v.passed and la.get("autotune")}
     out, warnings = [], []
     for v, launch in zip(verdicts, launches):
         group = launch.get("autotune")

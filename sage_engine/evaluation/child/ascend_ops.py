@@ -11,7 +11,8 @@ the interpreter's tensors:
 | `tl.gather(src, index, axis)` | `take_along_axis` |
 | `tl.extract_slice(x, offsets, sizes, strides)` / `tl.insert_slice` | a strided window of a block, read / written |
 | `tl.get_element(x, indices)` | one element |
-| `tl.index_select(ptr, idx, bound, blk, offsets, numels)` | embedding gather: `out[..., k] = ptr[idx * numels[-1] + offsets[-1] + k]`, lanes outside `numels` or `bound` zero |
+| `tl.index_select(ptr, idx, bound, blk, offsets, numels)` | embedding gather: |
+|   | `out[..., k] = ptr[idx * numels[-1] + offsets[-1] + k]`, lanes outside `numels` or `bound` zero |
 | `tl.flip(x, dim)`, `tl.sort(x, dim, descending)` | numpy's |
 | `tl.compile_hint(x, name, value)` | a compiler hint: no effect on values |
 | `tl.parallel(start, end, step, bind_sub_block=...)` | a loop whose iterations are independent: run in order |

@@ -72,7 +72,7 @@ def remove_stale_locks(root: Path | str, older_than_s: float = STALE_LOCK_S) -> 
     """Remove build locks under `root` older than `older_than_s`: torch's
     extension builder waits forever on a lock whose builder was killed."""
     removed, cutoff = [], time.time() - older_than_s
-    for folder, dirs, names in os.walk(root):
+    for folder, _dirs, names in os.walk(root):
         for name in set(names) & BUILD_LOCKS:
             path = os.path.join(folder, name)
             try:

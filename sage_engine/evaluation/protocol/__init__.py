@@ -38,7 +38,8 @@ from sage_engine.evaluation.protocol.request import (BUILD_LOCKS, CANDIDATE_STAT
 
 __all__ = [
     "BUILD_LOCKS", "CANDIDATE_STATUSES", "CHILD_EVENTS", "MAX_TASKS", "WORKER_EVENTS", "BuildSpec", "CandidateDone",
-    "CaseEvent", "CaseResult", "Event", "Exit", "Extras", "Fail", "HookReport", "HostEvent", "InputsShared", "Judgement", "KernelTime", "Limits",
+    "CaseEvent", "CaseResult", "Event", "Exit", "Extras", "Fail", "HookReport", "HostEvent", "InputsShared", "Judgement",
+    "KernelTime", "Limits",
     "Lost", "Op",
     "Outcome", "ProfileOptions", "ProfileReport", "ProgressEvent", "Ready", "ReferenceDone", "Report", "Request",
     "RunnerResult", "SideKernels", "Started", "TaskSpec", "TimingDone", "Work",

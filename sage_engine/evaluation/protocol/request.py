@@ -42,7 +42,7 @@ def build(cls: type, data: Any, **nested: Any) -> Any:
 
 
 def plain(value: Any) -> Any:
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 # ------------------------------------------------------------------ request

@@ -83,7 +83,7 @@ class Store(ABC):
     @abstractmethod
     def _has_table(self, name: str) -> bool: ...
 
-    def after_import(self) -> None:
+    def after_import(self) -> None:  # noqa: B027 - optional: only PostgreSQL has sequences to repair
         """Repair what copying rows with their ids leaves behind (sequences)."""
 
     # ------------------------------------------------------------ transactions

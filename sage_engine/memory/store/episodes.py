@@ -176,6 +176,7 @@ class EpisodeRecords:
             return {}
         marks = ",".join("?" * len(attempt_ids))
         out: dict[int, list[int]] = {a: [] for a in attempt_ids}
-        for r in self.store.rows(f"SELECT attempt_id, item_id FROM adoptions WHERE attempt_id IN ({marks}) ORDER BY id", tuple(attempt_ids)):
+        query = f"SELECT attempt_id, item_id FROM adoptions WHERE attempt_id IN ({marks}) ORDER BY id"
+        for r in self.store.rows(query, tuple(attempt_ids)):
             out[r["attempt_id"]].append(r["item_id"])
         return out
