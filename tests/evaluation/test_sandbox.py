@@ -133,9 +133,13 @@ def test_megabytes_of_output_keep_only_a_bounded_tail(short, relu):
     assert result.stdout_tail.startswith("[... 2999")  # 30 MB less the kept tail
 
 
-def test_candidate_that_kills_its_worker_gets_crashed_and_a_new_worker(short, relu):
-    result = short.evaluate(relu, body("ctypes.CDLL(None).kill(os.getppid(), 9)", "return x"))
-    assert result.status == "crashed" and "worker" in result.message
+def test_a_candidate_cannot_kill_its_worker(short, relu):
+    # The worker is PID 1 of the sandbox: the kernel drops the signal (docs/reliability.md).
+    still_serves(short, relu)
+    workers = short.pool.worker_pids()
+    result = short.evaluate(relu, body("ctypes.CDLL(None).kill(os.getppid(), 9)", "return torch.clamp(x, min=0.0)"))
+    assert result.status == "correct", (result.status, result.message)
+    assert set(workers) <= set(short.pool.worker_pids())
     still_serves(short, relu)
 
 
@@ -181,21 +185,6 @@ def test_cold_child_sees_no_secrets(eval_cache, relu, monkeypatch):
     with Harness(fast_config(eval_cache, warm_pool=False)) as cold:
         result = cold.evaluate(relu, CHECK_ENV)
     assert result.status == "correct", result.message
-
-
-def test_an_interpreter_that_cannot_start_gives_a_crashed_result(eval_cache, relu):
-    from sage_engine.evaluation.backends.base import CpuBackend
-
-    class MissingPython(CpuBackend):
-        def launch(self) -> Launch:
-            return Launch(python=str(eval_cache / "no-such-python"))
-
-    backend = MissingPython(fast_config(eval_cache))
-    try:
-        result = backend.evaluate(relu, GOOD, trials=1)
-    finally:
-        backend.close()
-    assert result.status == "crashed" and "cannot start" in result.stdout_tail
 
 
 def test_a_candidate_forging_results_on_open_pipes_is_not_believed(short, relu):
