@@ -20,12 +20,6 @@ from sage_engine.engine import Engine
 from tests.support.engine import share_calibration
 from tests.support.postgres import postgres_cluster
 
-# Helpers live in tests/support/; these names stay importable from here for
-# the tests that still import them from conftest (tests/memory, tests/agent,
-# tests/evaluation, tests/ray). TODO: import them from tests.support there too.
-from tests.support.engine import make_result, table_rows  # noqa: E402,F401
-from tests.support.parts import require  # noqa: E402,F401
-from tests.support.postgres import STORES  # noqa: E402,F401
 
 
 @pytest.fixture(scope="session")

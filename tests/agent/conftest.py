@@ -31,7 +31,7 @@ from sage_engine.agent.strategies import get_strategy, strategy_config
 from sage_engine.config import Config
 from sage_engine.engine import Engine
 from sage_engine.models import Adoption, NewItem
-from tests.conftest import make_result
+from tests.support.engine import make_result
 
 HERE = Path(__file__).parent
 TASKS = HERE / "fixtures" / "tasks"

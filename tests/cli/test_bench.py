@@ -82,7 +82,7 @@ def test_bench_plot_writes_the_results_roofline_and_a_png_of_it(tmp_path, calibr
     import xml.etree.ElementTree as ET
 
     from sage_engine.report.png import PNG_MAGIC, find_chromium
-    from tests.conftest import require
+    from tests.support.parts import require
 
     chart = tmp_path / "plots" / "leaky.svg"
     result = _bench(tmp_path, calibration_dir, "--plot", str(chart))

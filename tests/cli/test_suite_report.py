@@ -10,7 +10,7 @@ from sage_mcp.cli import cli
 
 
 def test_suite_run_writes_a_report_page_with_each_solutions_row_and_roofline(tmp_path, calibration_dir):
-    from tests.conftest import share_calibration
+    from tests.support.engine import share_calibration
 
     report = tmp_path / "out" / "run.html"
     env = {"SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir)),

@@ -4,7 +4,7 @@ import pytest
 
 from sage_engine.evaluation.host.static_checks import check_source
 
-from tests.evaluation.conftest import FIXTURE_TASKS
+from tests.evaluation.support import FIXTURE_TASKS
 
 
 def rules(source: str, **kw) -> list[str]:

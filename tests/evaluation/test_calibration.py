@@ -17,7 +17,7 @@ from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host import calibration
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import fast_config
+from tests.evaluation.support import fast_config
 
 SOLUTION = Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "leaky_relu" / "solutions" / \
     "cpu_clamp_parts.py"

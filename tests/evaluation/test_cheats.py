@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation.conftest import CHEATS, fixture_task
+from tests.evaluation.support import CHEATS, fixture_task
 
 CHEAT_FILES = sorted(CHEATS.glob("*.py"))
 

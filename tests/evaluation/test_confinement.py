@@ -29,8 +29,8 @@ from sage_engine.evaluation.host.launch import Launch
 from sage_engine.evaluation.host.launch import process_start, sweep_leftovers
 from sage_engine.evaluation.protocol import MAX_TASKS
 
-from tests.conftest import require
-from tests.evaluation.conftest import fast_config, fixture_task
+from tests.support.parts import require
+from tests.evaluation.support import fast_config, fixture_task
 
 CONFINEMENT = confine.probe("auto")
 needs_bwrap = pytest.mark.skipif(not CONFINEMENT.confined, reason=f"needs bubblewrap: {CONFINEMENT.describe()}")

@@ -14,7 +14,7 @@ from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.evaluation.backends.base import list_backends
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import FIXTURE_TASKS, as_own_candidate, fast_config, fixture_task
+from tests.evaluation.support import FIXTURE_TASKS, as_own_candidate, fast_config, fixture_task
 
 EXAMPLES = sorted(FIXTURE_TASKS.glob("*/solutions/*.py"))
 

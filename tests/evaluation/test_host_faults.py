@@ -21,7 +21,7 @@ from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.launch import Launch
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import fast_config
+from tests.evaluation.support import fast_config
 from tests.evaluation.hostile_support import RELU
 
 GOOD = (RELU / "solutions" / "cpu_clamp.py").read_text()

@@ -19,7 +19,7 @@ from sage_engine.engine import Engine
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import fast_config
+from tests.evaluation.support import fast_config
 from tests.evaluation.hostile_support import HOSTILE, RELU, Victim, header, memory_rows, processes_with
 
 CANDIDATES = sorted(HOSTILE.glob("*.py"))

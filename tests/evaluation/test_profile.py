@@ -14,7 +14,7 @@ from sage_engine.evaluation.backends.base import _ProgressRelay
 from sage_engine.evaluation.host import roofline
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import as_own_candidate, fast_config
+from tests.evaluation.support import as_own_candidate, fast_config
 
 SUITE = Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks"
 TINY = '''

@@ -13,7 +13,7 @@ from sage_engine.evaluation.common import cgroups, processes
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.launch import Launch
 
-from tests.evaluation.conftest import FIXTURE_TASKS, fast_config, fixture_task
+from tests.evaluation.support import FIXTURE_TASKS, fast_config, fixture_task
 
 SHORT_TIMEOUT_S = 5.0
 HEAD = "import ctypes\nimport os\nimport torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
@@ -246,7 +246,7 @@ def test_tasks_with_their_own_helpers_run_confined_and_leave_no_workers_behind(h
     that evaluation; each such task gets a one-off sandbox, not a warm pool
     of its own that would outlive it."""
     from sage_engine.evaluation.host.tasks import load_task
-    from tests.evaluation.conftest import as_own_candidate
+    from tests.evaluation.support import as_own_candidate
 
     harness.evaluate(fixture_task("relu"), as_own_candidate(fixture_task("relu")))  # the shared pool is up
     before = sorted(harness.pool.worker_pids())

@@ -11,7 +11,7 @@ import pytest
 
 from sage_engine.evaluation.host.tasks import default_suite_dir, list_suite, load_task
 
-from tests.evaluation.conftest import FIXTURE_TASKS, as_own_candidate
+from tests.evaluation.support import FIXTURE_TASKS, as_own_candidate
 
 SUITE = default_suite_dir()
 SOLUTIONS = sorted(

@@ -9,7 +9,7 @@ import pytest
 from sage_engine.errors import InvalidInput, NotFound
 from sage_engine.evaluation.host.tasks import list_suite, load_task, task_summary
 
-from tests.evaluation.conftest import FIXTURE_TASKS
+from tests.evaluation.support import FIXTURE_TASKS
 
 
 def test_task_directory_loads_metadata_cases_and_examples():

@@ -11,7 +11,7 @@ import pytest
 
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import load_task
-from tests.evaluation.conftest import CHEATS, as_own_candidate, fast_config, fixture_task
+from tests.evaluation.support import CHEATS, as_own_candidate, fast_config, fixture_task
 
 
 def test_zeros_where_every_output_is_under_atol_are_incorrect(harness):

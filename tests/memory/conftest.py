@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import STORES
+from tests.support.postgres import STORES
 
 
 @pytest.fixture(params=STORES)

@@ -19,7 +19,7 @@ WORKER = textwrap.dedent("""
     from sage_engine.config import Config
     from sage_engine.engine import Engine
     from sage_engine.models import Adoption
-    from tests.conftest import make_result
+    from tests.support.engine import make_result
 
     db, worker, episodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     with Engine(Config(auto_consolidate_every=0).with_db(db)).as_user(f"worker{worker}") as eng:

@@ -10,7 +10,7 @@ from sage_engine.engine import Engine
 from sage_engine.memory.consolidation import DeterministicAbstractor, choose_rulebook, cluster, validate_draft
 from sage_engine.errors import InvalidInput
 from sage_engine.models import Adoption, Item, NewItem
-from tests.conftest import make_result
+from tests.support.engine import make_result
 
 
 def adopt_in_episodes(engine, item_title, operators, reward_status="correct", speedup=2.0):

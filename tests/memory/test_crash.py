@@ -37,7 +37,7 @@ ADOPTER = textwrap.dedent("""
     from sage_engine.config import Config
     from sage_engine.engine import Engine
     from sage_engine.models import Adoption, Lesson
-    from tests.conftest import make_result
+    from tests.support.engine import make_result
 
     eng = Engine(Config(auto_consolidate_every=0).with_db(sys.argv[1]))
     n = 0

@@ -5,7 +5,7 @@ import pytest
 from sage_engine.engine import Engine
 from sage_engine.errors import Conflict, InvalidInput, NotFound
 from sage_engine.models import Adoption, Lesson, NewItem
-from tests.conftest import make_result
+from tests.support.engine import make_result
 
 
 def seed(engine, n=3):

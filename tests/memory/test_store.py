@@ -9,7 +9,7 @@ from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, NotFound, StoreError
 from sage_engine.models import Adoption, Lesson, NewItem
 from sage_engine.memory.store.schema import MIGRATIONS
-from tests.conftest import make_result, table_rows as snapshot
+from tests.support.engine import make_result, table_rows as snapshot
 
 
 def populate(engine):

@@ -18,7 +18,7 @@ os.environ.setdefault("RAY_AUTH_MODE", "token")
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
-from tests.conftest import require  # noqa: E402
+from tests.support.parts import require
 
 LABEL = {"NPU": 1}  # a resource label the scheduler matches; no NPU is involved
 

@@ -11,7 +11,7 @@ import pytest
 from sage_engine.report import chart_for, render_svg, roofline_svg
 from sage_engine.report.png import PNG_MAGIC, find_chromium, screenshot
 
-from tests.conftest import require
+from tests.support.parts import require
 from tests.report.charts import finite, parse, plot_box, points, result, roofs, texts
 
 MATMUL = {"float32": 2.0 * 512 ** 3}

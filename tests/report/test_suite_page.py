@@ -17,7 +17,7 @@ from sage_engine.report.png import PNG_MAGIC, find_chromium, screenshot
 from sage_engine.report.suite_page import SuitePage, render_page, row_from_check, row_from_result
 from sage_engine.suite.check import check_suite
 
-from tests.conftest import require
+from tests.support.parts import require
 from tests.report.charts import result
 
 MATMUL = {"float32": 2.0 * 512 ** 3}

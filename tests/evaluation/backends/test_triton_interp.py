@@ -11,7 +11,7 @@ import pytest
 from sage_engine.evaluation.backends.triton_interp import TritonInterpreterBackend, installed_triton
 from sage_engine.evaluation.host.tasks import load_task
 
-from tests.evaluation.conftest import fast_config
+from tests.evaluation.support import fast_config
 
 pytest.importorskip("triton")
 
