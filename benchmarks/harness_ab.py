@@ -35,7 +35,10 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.host.tasks import list_suite
+try:
+    from sage_engine.evaluation.host.tasks import list_suite
+except ImportError:  # a tree from before the evaluation's folders were its layers
+    from sage_engine.evaluation.tasks import list_suite
 
 n_tasks, budget, extra = int(sys.argv[1]), float(sys.argv[2]), json.loads(sys.argv[3])
 work = [(replace(t, forbid=()), re.sub(r"\bModel\b", "ModelNew", t.reference_source)) for t in list_suite()[:n_tasks]]

@@ -28,7 +28,10 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
-from sage_engine.evaluation.host.tasks import load_task
+try:
+    from sage_engine.evaluation.host.tasks import load_task
+except ImportError:  # a tree from before the evaluation's folders were its layers
+    from sage_engine.evaluation.tasks import load_task
 
 trials, examples = int(sys.argv[1]), json.loads(sys.argv[2])
 out = {}
