@@ -64,24 +64,12 @@ class Tally:
         self.errors[f"{tool}: {m.group(1) if m else text[:80]}"] += 1
 
 
-@contextlib.asynccontextmanager
-async def serving(db: str, tmp: Path, workers: int) -> AsyncIterator[tuple[str, str, subprocess.Popen]]:
-    env = {"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_EVAL_WORKERS": str(workers), "PATH": "/usr/bin:/bin"}
-    proc = subprocess.Popen([str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
-    try:
-        banner = ""
-        while "connect:" not in banner:
-            line = await anyio.to_thread.run_sync(proc.stderr.readline)
-            if not line:
-                raise RuntimeError(f"sage serve exited: {banner}")
-            banner += line
-        url = re.search(r"listening on (\S+)", banner).group(1)
-        token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
-        yield url, token, proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
+def serving(db: str, tmp: Path, workers: int) -> contextlib.AbstractAsyncContextManager:
+    """`sage serve` as `benchmarks/mcp_roundtrip.py` starts it, with no automatic consolidation."""
+    from benchmarks.mcp_roundtrip import serving as serve
+
+    return serve(db, tmp, {"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_EVAL_WORKERS": str(workers),
+                           "PATH": "/usr/bin:/bin"})
 
 
 @contextlib.asynccontextmanager

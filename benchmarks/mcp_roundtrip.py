@@ -56,8 +56,17 @@ async def client_for(transport: str, db: str, tmp: Path) -> AsyncIterator[Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
+    async with serving(db, tmp, ENV) as (url, token, _proc):
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def serving(db: str, tmp: Path, env: dict[str, str]) -> AsyncIterator[tuple[str, str, subprocess.Popen]]:
+    """`sage serve --port 0` on `db` with `env`: yields its URL, its token and the process."""
     proc = subprocess.Popen([str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={**ENV, "PATH": ""})
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={"PATH": "", **env})
     try:
         banner = ""
         while "connect:" not in banner:
@@ -67,12 +76,10 @@ async def client_for(transport: str, db: str, tmp: Path) -> AsyncIterator[Client
             banner += line
         url = re.search(r"listening on (\S+)", banner).group(1)
         token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-        async with Client(streamable_http_client(url, http_client=http)) as client:
-            yield client
+        yield url, token, proc
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
 
 
 async def round_trips(transport: str, db: str, tasks: list[str], k: int, tmp: Path) -> dict[str, list[float]]:

@@ -116,26 +116,26 @@ def test_a_worker_that_cannot_start_is_a_host_error_after_one_retry(tmp_path):
     assert result.diagnostics[0].category == "host"
 
 
+def evaluate_killing_workers(harness, task, times: int):
+    """Evaluate SLOW while its busy worker is SIGKILLed from outside `times` times."""
+    stop = threading.Event()
+    killed = kill_busy_workers(harness.pool, times, stop)
+    try:
+        result = harness.evaluate(task, SLOW, trials=1)
+    finally:
+        stop.set()
+    assert len(killed) == times
+    return result
+
+
 def test_a_worker_killed_from_outside_is_retried_once_then_a_host_error(harness):
     task = load_task(str(RELU))
-    stop = threading.Event()
-    killed = kill_busy_workers(harness.pool, 1, stop)
-    try:
-        result = harness.evaluate(task, SLOW, trials=1)
-    finally:
-        stop.set()
-    assert len(killed) == 1
     # Killed once: the fresh worker's run decides, and the result says what happened first.
+    result = evaluate_killing_workers(harness, task, 1)
     assert result.status == "correct", (result.status, result.message)
     assert any(d.category == "host" and "fresh worker" in d.message for d in result.diagnostics), result.diagnostics
-
-    stop = threading.Event()
-    killed = kill_busy_workers(harness.pool, 2, stop)
-    try:
-        result = harness.evaluate(task, SLOW, trials=1)
-    finally:
-        stop.set()
-    assert len(killed) == 2
+    # Killed again on the retry: the host's fault, reported.
+    result = evaluate_killing_workers(harness, task, 2)
     assert result.status == "host_error", (result.status, result.message)
     assert "not of the kernel" in result.message
     assert harness.evaluate(task, GOOD, trials=1).status == "correct"  # and the next one runs
