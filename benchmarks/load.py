@@ -49,6 +49,7 @@ TASK = "silu"
 CANDIDATE = Path(__file__).resolve().parents[1] / "sage_engine" / "suite" / "tasks" / TASK / "solutions" / "cpu_sigmoid_mul.py"
 TOOLS = ("retrieve_rules", "compile_and_bench", "record_adoption", "search_memory", "memory_stats")
 KIND = re.compile(r"^(?:Error executing tool \w+: )?([a-z_]+): ")
+RETRY = re.compile(r"try again in about (\d+) s")
 
 
 @dataclass
@@ -58,10 +59,11 @@ class Tally:
     queue_wait: list[float] = field(default_factory=list)
     episodes: dict[int, dict[str, Any]] = field(default_factory=dict)  # what each client was told
     rss_mb: list[tuple[float, float]] = field(default_factory=list)
+    server_errors: list[str] = field(default_factory=list)
 
     def error(self, tool: str, text: str) -> None:
         m = KIND.match(text)
-        self.errors[f"{tool}: {m.group(1) if m else text[:80]}"] += 1
+        self.errors[f"{tool}: {m.group(1) if m else text[:160]}"] += 1
 
 
 def serving(db: str, tmp: Path, workers: int) -> contextlib.AbstractAsyncContextManager:
@@ -83,14 +85,18 @@ async def client(url: str, token: str) -> AsyncIterator[Any]:
         yield c
 
 
-async def call(c: Any, tally: Tally, tool: str, args: dict[str, Any]) -> dict[str, Any] | None:
+async def call(c: Any, tally: Tally, tool: str, args: dict[str, Any]) -> dict[str, Any] | float | None:
+    """The tool's structured answer; on an error (counted by kind) None, or for
+    `busy` the seconds it says to wait before trying again."""
     t0 = time.perf_counter()
     r = await c.call_tool(tool, args)
     took = time.perf_counter() - t0
     tally.latency[tool].append(took * 1e3)
     if r.is_error:
-        tally.error(tool, " ".join(getattr(part, "text", "") for part in r.content))
-        return None
+        text = " ".join(getattr(part, "text", "") for part in r.content)
+        tally.error(tool, text)
+        busy = RETRY.search(text) if "busy" in text else None
+        return float(busy.group(1)) if busy else None
     out = r.structured_content or {}
     if tool == "compile_and_bench" and out.get("duration_s") is not None:
         tally.queue_wait.append(max(0.0, took - float(out["duration_s"])) * 1e3)
@@ -101,22 +107,25 @@ async def agent(url: str, token: str, n: int, deadline: float, tally: Tally, sou
     async with client(url, token) as c:
         while time.monotonic() < deadline:
             shown = await call(c, tally, "retrieve_rules", {"task": TASK, "k": 3})
-            if shown is None:
+            if not isinstance(shown, dict):
                 continue
             episode = shown["episode_id"]
             ids = [i["id"] for i in shown.get("resident_rules", []) + shown.get("items", [])]
             adopted = ids[:1]
             told: dict[str, Any] = {"attempts": [], "adopted": adopted, "credited": None}
             tally.episodes[episode] = told
-            result = await call(c, tally, "compile_and_bench", {"candidate": source, "task": TASK, "episode_id": episode,
-                                                               "adopted_ids": adopted, "trials": 1})
-            if result is not None and result.get("attempt_id") is not None:
+            args = {"candidate": source, "task": TASK, "episode_id": episode, "adopted_ids": adopted, "trials": 1}
+            result = await call(c, tally, "compile_and_bench", args)
+            while isinstance(result, float) and time.monotonic() < deadline:
+                await anyio.sleep(result)  # as an MCP client does with a `busy` answer
+                result = await call(c, tally, "compile_and_bench", args)
+            if isinstance(result, dict) and result.get("attempt_id") is not None:
                 told["attempts"].append(result["attempt_id"])
             report = await call(c, tally, "record_adoption", {
                 "episode_id": episode, "adopted": [{"id": i, "evidence": "sigmoid times x in one pass"} for i in adopted],
                 "lesson": {"title": f"silu as x * sigmoid(x), agent {n}",
                            "content": "One fused pass over x: torch.sigmoid(x) * x; no intermediate buffer."}})
-            if report is not None:
+            if isinstance(report, dict):
                 told["credited"] = report.get("credited")
                 told["closed"] = report.get("closed")
 
@@ -152,6 +161,10 @@ async def run_load(db: str, clients: int, readers: int, seconds: float, workers:
             for _ in range(readers):
                 tg.start_soon(reader, url, token, deadline, tally)
         tally.latency["_wall_s"] = [time.monotonic() - start]
+    log = tmp / "serve.log"
+    if log.exists():  # what the server said of its errors, for any that are not back-pressure
+        tally.server_errors = [line.rstrip() for line in log.read_text(errors="replace").splitlines()
+                               if "Error" in line or "error" in line][-12:]
     return tally
 
 
@@ -219,6 +232,8 @@ def report(tally: Tally, clients: int, problems: list[str]) -> bool:
               f"{min(later):.0f}-{max(later):.0f} MiB after the first minute")
     print("errors: " + (", ".join(f"{k} x{n}" for k, n in tally.errors.most_common()) or "none"))
     bad_errors = {k: n for k, n in tally.errors.items() if not k.endswith(": busy")}
+    if bad_errors and tally.server_errors:
+        print("the server's log:\n  " + "\n  ".join(tally.server_errors))
     print("integrity: " + ("ok (episodes, attempts, adoptions, utility-log rows; utilities = a serial replay)"
                            if not problems else f"{len(problems)} problem(s)"))
     for p in problems[:20]:

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -64,7 +65,8 @@ async def client_for(transport: str, db: str, tmp: Path) -> AsyncIterator[Client
 
 @contextlib.asynccontextmanager
 async def serving(db: str, tmp: Path, env: dict[str, str]) -> AsyncIterator[tuple[str, str, subprocess.Popen]]:
-    """`sage serve --port 0` on `db` with `env`: yields its URL, its token and the process."""
+    """`sage serve --port 0` on `db` with `env`: yields its URL, its token and the process.
+    Its log goes on to `tmp/serve.log` once the banner is read (a full pipe would stall it)."""
     proc = subprocess.Popen([str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={"PATH": "", **env})
     try:
@@ -76,10 +78,17 @@ async def serving(db: str, tmp: Path, env: dict[str, str]) -> AsyncIterator[tupl
             banner += line
         url = re.search(r"listening on (\S+)", banner).group(1)
         token = re.search(r"^token \(.*\): (\S+)$", banner, re.M).group(1)
+        threading.Thread(target=_drain, args=(proc.stderr, tmp / "serve.log"), daemon=True).start()
         yield url, token, proc
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+def _drain(stream, path: Path) -> None:
+    with open(path, "a") as log:
+        for line in stream:
+            log.write(line)
 
 
 async def round_trips(transport: str, db: str, tasks: list[str], k: int, tmp: Path) -> dict[str, list[float]]:
