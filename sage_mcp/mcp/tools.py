@@ -232,8 +232,10 @@ async def compile_and_bench(
     machine's measured bandwidth and matmul peak each side reached, the binding limit (memory,
     compute or latency) and profile.summary, one sentence saying why it is slow; a time faster than
     the machine can go is flagged (profile.impossible). A failing kernel is a result, not an error:
-    read message and diagnostics, fix the code and call again. Takes seconds to minutes; progress
-    is reported. Finish with record_adoption.
+    read message and diagnostics, fix the code and call again; host_error is the host's fault, not
+    your kernel's: evaluate again. A `busy` error means too many evaluations wait already: nothing
+    ran, retry after the seconds it names. Takes seconds to minutes; progress is reported. Finish
+    with record_adoption.
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
     return await _call_with_progress(

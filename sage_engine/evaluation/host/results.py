@@ -94,16 +94,13 @@ def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[Ca
         category = "processes"
         message = (f"the candidate started more than {max_tasks} processes/threads (fork bomb?); "
                    "everything it started was killed")
-    elif outcome.killed == "host":
-        # Not the candidate's doing: it cannot reach a confined worker, and one that never started ran nothing.
+    elif outcome.killed in ("host", "scratch"):
+        # Not the candidate's doing: it cannot reach a confined worker, one that never started ran
+        # nothing, and the scratch space's free bytes were measured here (host/pool.py).
         status, category = "host_error", "host"
-        message = (f"a fault of this host, not of the kernel{stage}: {outcome.output_tail or 'no detail'}; "
-                   "it was retried once on a fresh worker. Check the host's evaluation environment "
-                   "(`sage backends list`, the server's log) and evaluate again")
-        tail = ""
-    elif outcome.killed == "scratch":
-        status, category = "host_error", "host"
-        message = f"a fault of this host, not of the kernel{stage}: {outcome.output_tail}; then evaluate again"
+        then = ("it was retried once on a fresh worker. Check the host's evaluation environment (`sage backends "
+                "list`, the server's log) and evaluate again" if outcome.killed == "host" else "then evaluate again")
+        message = f"a fault of this host, not of the kernel{stage}: {outcome.output_tail or 'no detail'}; {then}"
         tail = ""
     elif outcome.killed == "worker":
         message = (f"the evaluation worker was lost{stage}: {outcome.output_tail or 'no detail'}; without "
