@@ -311,7 +311,10 @@ class EvaluationRun:
                             raise _DiedEarly
                         return worker.lost("the evaluation worker died during the evaluation")
                     if time.monotonic() >= deadline and not worker.paused:
-                        return worker.lost("the evaluation worker stopped answering")
+                        # Past the evaluation's own limit and grace: the run ran out of time, whatever the
+                        # candidate did to its worker; a timeout, never a host fault that escapes the verdict.
+                        return worker.lost("the evaluation worker stopped answering past the time limit",
+                                           killed="timeout")
                     continue
                 if isinstance(event, Exit):
                     return event.outcome
