@@ -57,12 +57,12 @@ WARM_S = 10.0
 
 @dataclass
 class Tally:
-    latency: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
-    # The same calls' latencies, only those that started after the opening
-    # WARM_S (every agent's first retrieve_rules at one instant, the server's
-    # workers starting): the steady state the goals are about.
-    steady: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
+    # Per tool, each call's (seconds after the agents started, latency ms): the
+    # calls after the opening WARM_S (every agent's first retrieve_rules at one
+    # instant, the server's workers starting) are the steady state the goals are about.
+    calls: dict[str, list[tuple[float, float]]] = field(default_factory=lambda: collections.defaultdict(list))
     start: float = 0.0  # time.monotonic() when the agents started
+    wall_s: float = 0.0
     errors: collections.Counter = field(default_factory=collections.Counter)
     queue_wait: list[float] = field(default_factory=list)
     episodes: dict[int, dict[str, Any]] = field(default_factory=dict)  # what each client was told
@@ -100,9 +100,7 @@ async def call(c: Any, tally: Tally, tool: str, args: dict[str, Any]) -> dict[st
     began = time.monotonic()
     r = await c.call_tool(tool, args)
     took = time.perf_counter() - t0
-    tally.latency[tool].append(took * 1e3)
-    if began - tally.start >= WARM_S:
-        tally.steady[tool].append(took * 1e3)
+    tally.calls[tool].append((began - tally.start, took * 1e3))
     if r.is_error:
         text = " ".join(getattr(part, "text", "") for part in r.content)
         tally.error(tool, text)
@@ -171,7 +169,7 @@ async def run_load(db: str, clients: int, readers: int, seconds: float, workers:
                 tg.start_soon(agent, url, token, n, deadline, tally, source)
             for _ in range(readers):
                 tg.start_soon(reader, url, token, deadline, tally)
-        tally.latency["_wall_s"] = [time.monotonic() - start]
+        tally.wall_s = time.monotonic() - start
     log = tmp / "serve.log"
     if log.exists():  # what the server said of its errors, for any that are not back-pressure
         tally.server_errors = [line.rstrip() for line in log.read_text(errors="replace").splitlines()
@@ -225,14 +223,15 @@ def pct(values: list[float], q: float) -> float:
 
 
 def report(tally: Tally, clients: int, problems: list[str]) -> bool:
-    wall = tally.latency.pop("_wall_s")[0]
+    wall = tally.wall_s
     closed = sum(1 for t in tally.episodes.values() if t.get("closed"))
     print(f"{clients} agents, {wall:.0f} s: {closed} episodes closed ({closed / wall * 60:.1f} a minute), "
           f"{len(tally.episodes)} opened")
     print(f"{'tool':>18} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}   after the first {WARM_S:.0f} s: {'calls':>6} "
           f"{'p50 ms':>8} {'p99 ms':>8}")
     for tool in TOOLS:
-        ts, later = tally.latency.get(tool, []), tally.steady.get(tool, [])
+        ts = [ms for _, ms in tally.calls.get(tool, [])]
+        later = [ms for began, ms in tally.calls.get(tool, []) if began >= WARM_S]
         if ts:
             steady = f"{len(later):>6} {statistics.median(later):>8.1f} {pct(later, 0.99):>8.1f}" if later else "     -"
             print(f"{tool:>18} {len(ts):>6} {statistics.median(ts):>8.1f} {pct(ts, 0.99):>8.1f}   {'':>20}{steady}")

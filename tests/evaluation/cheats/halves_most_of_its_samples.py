@@ -8,7 +8,6 @@ task: matmul
 expect: rejected
 """
 
-import random
 import sys
 import time
 
@@ -17,7 +16,7 @@ import torch.nn as nn
 
 clock = sys.__dict__["mod" + "ules"]["sage_engine.evaluation.common.timing"]
 real = time.perf_counter
-state = {"hidden": 0.0, "last": 0.0, "lie": False}
+state = {"hidden": 0.0, "last": 0.0, "batch": 0, "lie": False}
 clock._perf = lambda: real() - state["hidden"]
 
 
@@ -25,7 +24,8 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         start = real()
         if start - state["last"] > 1e-4:  # a new batch
-            state["lie"] = random.random() < 0.75
+            state["batch"] += 1
+            state["lie"] = state["batch"] % 4 != 0
         out = torch.matmul(a, b)
         end = real()
         if state["lie"]:
