@@ -109,4 +109,44 @@ def test_at_large_input_values_the_absolute_tolerance_grows_with_the_outputs_sca
     ref, other_order = x.sum(1), x.flip(1).sum(1)
     assert not compare_outputs([ref], [other_order + 2e-3], mode="kernelbench").ok
     assert compare_outputs([ref], [other_order + 2e-3], mode="kernelbench", scaled_inputs=True).ok
-    assert not compare_outputs([ref], [other_order + 1.0], mode="kernelbench", scaled_inputs=True).ok
+    off = 0.05 * float(ref.abs().max())  # 5% of the output's scale: no rounding
+    assert not compare_outputs([ref], [other_order + off], mode="kernelbench", scaled_inputs=True).ok
+
+
+def _attention(q, k, v):
+    causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).triu(1)
+    scores = (q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5).masked_fill(causal, float("-inf"))
+    return torch.softmax(scores, -1) @ v
+
+
+def _flash_attention(q, k, v, block=16):
+    """The same attention as a flash kernel computes it: key blocks, an online
+    softmax in base 2 with the scale folded into the queries."""
+    n = q.shape[-2]
+    qs = q * (q.shape[-1] ** -0.5 * 1.4426950408889634)
+    top = torch.full((*q.shape[:-1], 1), float("-inf"))
+    total, out = torch.zeros_like(top), torch.zeros_like(q)
+    rows = torch.arange(n).unsqueeze(1)
+    for j in range(0, n, block):
+        s = (qs @ k[..., j:j + block, :].transpose(-1, -2)).masked_fill(rows < torch.arange(j, j + block), float("-inf"))
+        new = torch.maximum(top, s.amax(-1, keepdim=True))
+        p, alpha = torch.exp2(s - new), torch.exp2(top - new)
+        total, out, top = total * alpha + p.sum(-1, keepdim=True), out * alpha + p @ v[..., j:j + block, :], new
+    return out / total
+
+
+def test_at_large_input_values_correct_attention_in_another_order_passes_and_overflow_still_fails():
+    # Scores x10^4: near-tied scores swap under rounding, so two correct float32
+    # kernels differ by far more than rtol x the output's scale.
+    failed_before = 0
+    for seed in range(40):
+        torch.manual_seed(seed)
+        q, k, v = (torch.randn(1, 2, 128, 64) * 100.0 for _ in range(3))
+        ref, flash = _attention(q, k, v), _flash_attention(q, k, v)
+        scale = float(ref.abs().max())
+        failed_before += not bool(((flash - ref).abs() <= 1e-4 * scale + 1e-4 * ref.abs()).all())
+        assert compare_outputs([ref], [flash], mode="kernelbench", scaled_inputs=True).ok, seed
+        scores = torch.exp(q @ k.transpose(-1, -2))  # no maximum subtracted: overflows
+        unsafe = scores / scores.sum(-1, keepdim=True) @ v
+        assert not compare_outputs([ref], [unsafe], mode="kernelbench", scaled_inputs=True).ok
+    assert failed_before > 0  # the draws include ones the old rtol x scale floor failed

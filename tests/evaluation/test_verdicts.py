@@ -78,6 +78,16 @@ def test_variants_the_reference_cannot_run_are_dropped_and_listed(harness):
     assert by_name["large values"].status == "passed" and by_name["large values"].at == "[48, 1024] with inputs x100"
 
 
+def test_a_softmax_that_does_not_subtract_the_row_maximum_fails_at_large_values(harness):
+    # Right at ordinary magnitudes; exp overflows once the inputs are x100,
+    # which no tolerance forgives.
+    candidate = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+                 "        e = torch.exp(x)\n        return e / e.sum(-1, keepdim=True)\n")
+    result = harness.evaluate(fixture_task("row_softmax"), candidate)
+    assert result.status == "incorrect", result.message
+    assert "(large values)" in result.message and "non-finite" in result.message
+
+
 def test_a_kernel_right_only_for_the_documented_seeds_fails(harness):
     # It checks its inputs against those the task's seed (1024 + trial) makes:
     # with a seed drawn per evaluation, no trial's inputs are among them.

@@ -11,8 +11,12 @@ Tolerance modes:
 A task may override atol/rtol per dtype in either mode.
 
 Inputs scaled to large magnitudes (`scaled_inputs`, the `large values`
-shape variant) make atol at least rtol x the output's largest magnitude:
-rounding errors grow with the inputs.
+shape variant) make atol at least `LARGE_VALUES_RTOL` (or rtol, where
+larger) x the output's largest magnitude: rounding errors grow with the
+inputs, and faster than they do where the operator is ill-conditioned
+(attention over scores x10^4). That variant is there for what overflows
+(non-finite values fail at any tolerance); precision is judged at the
+ordinary magnitudes of every other trial.
 
 Outputs small against the absolute tolerance (their largest magnitude at
 most `small_output_factor` x atol) would let a kernel that computes nothing
@@ -35,6 +39,10 @@ KERNELBENCH_TOL = {
     "complex64": (1e-4, 1e-4),
 }
 NPUKERNELBENCH_TOL = {name: (1e-3, 1e-3) for name in KERNELBENCH_TOL}
+# At the `large values` variant: correct float32 attention over inputs x100,
+# summed in another order, missed the float32 reference by up to 0.28% of the
+# output's scale (2000 draws; rtol x scale failed 0.5-13% of correct kernels).
+LARGE_VALUES_RTOL = 1e-2
 REL_EPS = 1e-7
 MODES = ("kernelbench", "npukernelbench")
 
@@ -172,8 +180,8 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
     if scaled_inputs:
         # Inputs at large magnitudes: rounding grows with them, so atol grows
         # with the output's scale (a sum of values x100 that cancels to near
-        # zero is still right to rtol of its terms).
-        atol = max(atol, rtol * output_scale(r))
+        # zero, attention whose near-tied scores swap under rounding).
+        atol = max(atol, max(rtol, LARGE_VALUES_RTOL) * output_scale(r))
     atol, scale = scaled_atol(r, atol, rtol, small_output_factor)
     fast = _fast_pass(r, c, atol, rtol, mode)
     if fast is not None:
