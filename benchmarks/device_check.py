@@ -50,17 +50,21 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICE = ROOT / "benchmarks" / "device"
-KB_TIMING = ("1_Square_matrix_multiplication_.py", "63_conv_standard_2D__square_input__square_kernel.py",
-             "95_CrossEntropyLoss.py", "10_3D_tensor_matrix_multiplication.py",
-             "6_Matmul_with_large_K_dimension_.py", "40_LayerNorm.py")
+KB_TIMING = (
+    "1_Square_matrix_multiplication_.py",
+    "63_conv_standard_2D__square_input__square_kernel.py",
+    "95_CrossEntropyLoss.py",
+    "10_3D_tensor_matrix_multiplication.py",
+    "6_Matmul_with_large_K_dimension_.py",
+    "40_LayerNorm.py",
+)
 BUNDLED_TIMING = ("matmul", "softmax", "layer_norm", "cross_entropy")
 TIMING_GOAL = 0.03  # a SAGE reference median within 3% of do_bench's
 FUSED_GOAL = 0.05  # the fused kernel's speedup within 5% of do_bench's ratio
 KB_TRIALS = 100  # KernelBench's cuda_event method: 100 timed trials after 5 warm-ups, the first discarded
 KB_WARMUP = 5
 L2_FLUSH_BYTES = 256 << 20  # what KernelBench writes to thrash the L2 (H200: 60 MB of L2)
-HOSTILE_EXPECTED = {"side_stream": "counted", "patches_event_timer": "rejected", "caches_output": "rejected",
-                    "mutates_input": "rejected"}
+HOSTILE_EXPECTED = {"side_stream": "counted", "patches_event_timer": "rejected", "caches_output": "rejected", "mutates_input": "rejected"}
 
 
 # ----------------------------------------------------------------- SAGE side
@@ -73,8 +77,7 @@ def sage_config(args: argparse.Namespace, tmp: Path):
     from sage_engine.config import Config
 
     changes: dict[str, Any] = dict(timing_budget_s=0.1, timing_min_reps=4, timing_warmup=1) if args.small else {}
-    return Config(db_path=tmp / "memory.db", cache_dir=tmp / "cache", backend="cuda", correctness_trials=2,
-                  eval_timeout_s=300.0, **changes)
+    return Config(db_path=tmp / "memory.db", cache_dir=tmp / "cache", backend="cuda", correctness_trials=2, eval_timeout_s=300.0, **changes)
 
 
 def own_candidate(source: str) -> str:
@@ -182,11 +185,14 @@ def in_process_ms(task: Any, case: dict[str, Any], candidate: str | None = None)
 def stage_tests(args: argparse.Namespace) -> dict[str, Any]:
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider",
-                           "-o", "addopts=", str(ROOT / "tests")], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-o", "addopts=", str(ROOT / "tests")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-    return {"rows": [{"line": line} for line in tail],
-            "goals": [{"goal": "the GPU tests pass", "met": proc.returncode == 0}]}
+    return {"rows": [{"line": line} for line in tail], "goals": [{"goal": "the GPU tests pass", "met": proc.returncode == 0}]}
 
 
 def timing_tasks(args: argparse.Namespace) -> list[Any]:
@@ -205,13 +211,11 @@ def stage_timing(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
         for task in timing_tasks(args):
             # The reference calls the operator its task forbids a candidate: lifted for this one, as `sage suite check` does.
-            result, wall = evaluate(harness, dataclasses.replace(task, forbid=()), own_candidate(task.reference_source),
-                                    trials=1)
+            result, wall = evaluate(harness, dataclasses.replace(task, forbid=()), own_candidate(task.reference_source), trials=1)
             row: dict[str, Any] = {"task": task.id, "status": result.status, "wall_s": round(wall, 1)}
             if result.status == "correct" and result.reference_timing is not None:
                 case = result.compile_info.get("timed_case") or {}
-                row.update(sage_ms=result.reference_timing.median_ms, self_speedup=result.speedup,
-                           **in_process_ms(task, case))
+                row.update(sage_ms=result.reference_timing.median_ms, self_speedup=result.speedup, **in_process_ms(task, case))
                 if row["do_bench_ms"]:
                     row["sage_over_do_bench"] = row["sage_ms"] / row["do_bench_ms"]
             else:
@@ -220,8 +224,7 @@ def stage_timing(args: argparse.Namespace) -> dict[str, Any]:
             print(json.dumps(row), flush=True)
     ratios = [r.get("sage_over_do_bench") for r in rows]
     met = bool(rows) and all(r is not None and abs(r - 1) <= TIMING_GOAL for r in ratios)
-    return {"rows": rows, "goals": [{"goal": f"every SAGE reference median within +-{TIMING_GOAL:.0%} of do_bench's",
-                                     "met": met}]}
+    return {"rows": rows, "goals": [{"goal": f"every SAGE reference median within +-{TIMING_GOAL:.0%} of do_bench's", "met": met}]}
 
 
 def fused_task(args: argparse.Namespace) -> Any:
@@ -239,20 +242,36 @@ def stage_fused(args: argparse.Namespace) -> dict[str, Any]:
     task, candidate = fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
         result, wall = evaluate(harness, task, candidate)
-    row: dict[str, Any] = {"task": task.id, "status": result.status, "wall_s": round(wall, 1),
-                           "sage_speedup": result.speedup, "message": result.message[:300]}
+    row: dict[str, Any] = {
+        "task": task.id,
+        "status": result.status,
+        "wall_s": round(wall, 1),
+        "sage_speedup": result.speedup,
+        "message": result.message[:300],
+    }
     if result.status == "correct":
         case = task.case_rows[0]
         reference, fused = in_process_ms(task, case), in_process_ms(task, case, candidate)
-        row.update(reference_do_bench_ms=reference["do_bench_ms"], fused_do_bench_ms=fused["do_bench_ms"],
-                   reference_kernelbench_ms=reference["kernelbench_ms"], fused_kernelbench_ms=fused["kernelbench_ms"])
+        row.update(
+            reference_do_bench_ms=reference["do_bench_ms"],
+            fused_do_bench_ms=fused["do_bench_ms"],
+            reference_kernelbench_ms=reference["kernelbench_ms"],
+            fused_kernelbench_ms=fused["kernelbench_ms"],
+        )
         if reference["do_bench_ms"] and fused["do_bench_ms"]:
             row["do_bench_speedup"] = reference["do_bench_ms"] / fused["do_bench_ms"]
         row["kernelbench_speedup"] = reference["kernelbench_ms"] / fused["kernelbench_ms"]
     print(json.dumps(row), flush=True)
     ratio = (row["sage_speedup"] / row["do_bench_speedup"]) if row.get("do_bench_speedup") and row["sage_speedup"] else None
-    return {"rows": [row], "goals": [{"goal": f"the fused kernel's speedup within +-{FUSED_GOAL:.0%} of do_bench's",
-                                      "met": ratio is not None and abs(ratio - 1) <= FUSED_GOAL}]}
+    return {
+        "rows": [row],
+        "goals": [
+            {
+                "goal": f"the fused kernel's speedup within +-{FUSED_GOAL:.0%} of do_bench's",
+                "met": ratio is not None and abs(ratio - 1) <= FUSED_GOAL,
+            }
+        ],
+    }
 
 
 def verdict(result: Any) -> str:
@@ -274,12 +293,23 @@ def stage_hostile(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
         for name, expected in HOSTILE_EXPECTED.items():
             result, wall = evaluate(harness, task, (DEVICE / "hostile" / f"{name}.py").read_text())
-            row = {"candidate": name, "expected": expected, "verdict": verdict(result), "status": result.status,
-                   "speedup": result.speedup, "wall_s": round(wall, 1), "message": result.message[:300]}
+            row = {
+                "candidate": name,
+                "expected": expected,
+                "verdict": verdict(result),
+                "status": result.status,
+                "speedup": result.speedup,
+                "wall_s": round(wall, 1),
+                "message": result.message[:300],
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
-    return {"rows": rows, "goals": [{"goal": "every hostile GPU candidate gets its expected verdict",
-                                     "met": all(r["verdict"] == r["expected"] for r in rows)}]}
+    return {
+        "rows": rows,
+        "goals": [
+            {"goal": "every hostile GPU candidate gets its expected verdict", "met": all(r["verdict"] == r["expected"] for r in rows)}
+        ],
+    }
 
 
 def kernelbench_evaluator(root: Path) -> Callable[..., Any]:
@@ -310,23 +340,46 @@ def stage_wall(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=args.scratch) as tmp, Harness(sage_config(args, Path(tmp))) as harness:
         for run in ("first", "warm"):
             result, wall = evaluate(harness, task, candidate)
-            rows.append({"evaluator": "sage", "run": run, "wall_s": round(wall, 2), "status": result.status,
-                         "speedup": result.speedup, "phases": {k: round(v, 2) for k, v in result.phases.items()}})
+            rows.append(
+                {
+                    "evaluator": "sage",
+                    "run": run,
+                    "wall_s": round(wall, 2),
+                    "status": result.status,
+                    "speedup": result.speedup,
+                    "phases": {k: round(v, 2) for k, v in result.phases.items()},
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     if args.kernelbench:
         evaluate_kb = kernelbench_evaluator(Path(args.kernelbench))
         for run in ("first", "warm"):
             start = time.monotonic()
-            kb = evaluate_kb(task.reference_source, candidate, num_correct_trials=5, num_perf_trials=100,
-                             measure_performance=True, backend="triton")
-            rows.append({"evaluator": "kernelbench", "run": run, "wall_s": round(time.monotonic() - start, 2),
-                         "status": "correct" if getattr(kb, "correctness", False) else "incorrect",
-                         "speedup": None})
+            kb = evaluate_kb(
+                task.reference_source, candidate, num_correct_trials=5, num_perf_trials=100, measure_performance=True, backend="triton"
+            )
+            rows.append(
+                {
+                    "evaluator": "kernelbench",
+                    "run": run,
+                    "wall_s": round(time.monotonic() - start, 2),
+                    "status": "correct" if getattr(kb, "correctness", False) else "incorrect",
+                    "speedup": None,
+                }
+            )
             print(json.dumps(rows[-1]), flush=True)
     walls = {(r["evaluator"], r["run"]): r["wall_s"] for r in rows}
     ratio = walls[("sage", "warm")] / walls[("kernelbench", "warm")] if ("kernelbench", "warm") in walls else None
-    return {"rows": rows, "goals": [{"goal": "one warm SAGE evaluation within 1.5x KernelBench's evaluator wall",
-                                     "met": ratio is not None and ratio <= 1.5, "ratio": ratio}]}
+    return {
+        "rows": rows,
+        "goals": [
+            {
+                "goal": "one warm SAGE evaluation within 1.5x KernelBench's evaluator wall",
+                "met": ratio is not None and ratio <= 1.5,
+                "ratio": ratio,
+            }
+        ],
+    }
 
 
 def stage_level1(args: argparse.Namespace) -> dict[str, Any]:
@@ -341,41 +394,72 @@ def stage_level1(args: argparse.Namespace) -> dict[str, Any]:
     sage = [sys.executable, "-c", "from sage_mcp.cli import main; main()"]
     env = {**os.environ, "SAGE_DB": str(Path(args.scratch) / "memory.db"), "SAGE_CACHE_DIR": str(Path(args.scratch) / "cache")}
     start = time.monotonic()
-    subprocess.run([*sage, "suite", "import", str(Path(args.kernelbench) / "KernelBench" / "level1"), "--dest",
-                    str(suite), "--overwrite"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*sage, "suite", "import", str(Path(args.kernelbench) / "KernelBench" / "level1"), "--dest", str(suite), "--overwrite"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     imported = time.monotonic() - start
     rows.unlink(missing_ok=True)
     start = time.monotonic()
-    subprocess.run([*sage, "suite", "check", str(suite), "--backend", "cuda", "--jobs", str(args.jobs), "--rows",
-                    str(rows)], env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*sage, "suite", "check", str(suite), "--backend", "cuda", "--jobs", str(args.jobs), "--rows", str(rows)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     checked = time.monotonic() - start
     found = [json.loads(line) for line in rows.read_text().splitlines()] if rows.exists() else []
     from sage_engine.suite.check import TaskCheck, summarize
 
     summary = summarize([TaskCheck(**row) for row in found])
     median = (summary["self_speedup"] or {}).get("median")
-    row = {"tasks": len(found), "import_s": round(imported, 1), "check_s": round(checked, 1),
-           "correct_pct": summary["correct_pct"], "median_self_speedup": median}
+    row = {
+        "tasks": len(found),
+        "import_s": round(imported, 1),
+        "check_s": round(checked, 1),
+        "correct_pct": summary["correct_pct"],
+        "median_self_speedup": median,
+    }
     print(json.dumps(row), flush=True)
-    return {"rows": [row], "goals": [
-        {"goal": "KernelBench level 1 checked in at most 6 minutes", "met": len(found) >= 100 and checked <= 360},
-        {"goal": ">= 99% correct", "met": (summary["correct_pct"] or 0) >= 99.0},
-        {"goal": "median self-speedup 0.98-1.02", "met": median is not None and 0.98 <= median <= 1.02}]}
+    return {
+        "rows": [row],
+        "goals": [
+            {"goal": "KernelBench level 1 checked in at most 6 minutes", "met": len(found) >= 100 and checked <= 360},
+            {"goal": ">= 99% correct", "met": (summary["correct_pct"] or 0) >= 99.0},
+            {"goal": "median self-speedup 0.98-1.02", "met": median is not None and 0.98 <= median <= 1.02},
+        ],
+    }
 
 
 MATMUL_SMALL = {"n": 256}  # --small: the cuBLAS task's size for a smoke run
 
 
 def profile_row(name: str, result: Any, wall: float) -> dict[str, Any]:
-    row: dict[str, Any] = {"case": name, "status": result.status, "wall_s": round(wall, 1), "speedup": result.speedup,
-                           "message": result.message[:300]}
+    row: dict[str, Any] = {
+        "case": name,
+        "status": result.status,
+        "wall_s": round(wall, 1),
+        "speedup": result.speedup,
+        "message": result.message[:300],
+    }
     p = result.profile
     if p is not None:
-        row.update(source=p.source, bytes=p.bytes, flops=p.flops, bound=p.bound,
-                   bandwidth_share=p.candidate.bandwidth_share, compute_share=p.candidate.compute_share,
-                   reference_kernels=p.reference.launches, candidate_kernels=p.candidate.launches,
-                   own_kernels=p.own_kernels, impossible=p.impossible, top_kernel=next(
-                       (k.name for k in p.candidate.kernels), None), summary=p.summary, notes=p.notes)
+        row.update(
+            source=p.source,
+            bytes=p.bytes,
+            flops=p.flops,
+            bound=p.bound,
+            bandwidth_share=p.candidate.bandwidth_share,
+            compute_share=p.candidate.compute_share,
+            reference_kernels=p.reference.launches,
+            candidate_kernels=p.candidate.launches,
+            own_kernels=p.own_kernels,
+            impossible=p.impossible,
+            top_kernel=next((k.name for k in p.candidate.kernels), None),
+            summary=p.summary,
+            notes=p.notes,
+        )
     return row
 
 
@@ -392,29 +476,53 @@ def stage_profile(args: argparse.Namespace) -> dict[str, Any]:
         start = time.monotonic()
         limits = harness.backend("cuda").calibration()
         best = max(limits.bandwidth, key=lambda b: b.bytes)
-        rows: list[dict[str, Any]] = [{
-            "case": "calibration", "status": "measured", "wall_s": round(time.monotonic() - start, 1),
-            "gbps_largest": max(best.copy_gbps, best.read_gbps), "launch_us": limits.launch_us,
-            **{f"{k}_tflops": v / 1e12 for k, v in limits.matmul_flops.items()}}]
+        rows: list[dict[str, Any]] = [
+            {
+                "case": "calibration",
+                "status": "measured",
+                "wall_s": round(time.monotonic() - start, 1),
+                "gbps_largest": max(best.copy_gbps, best.read_gbps),
+                "launch_us": limits.launch_us,
+                **{f"{k}_tflops": v / 1e12 for k, v in limits.matmul_flops.items()},
+            }
+        ]
         print(json.dumps(rows[0]), flush=True)
-        for name, task, source in (("fused triton gelu", fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()),
-                                   ("cublas matmul", matmul, own_candidate(matmul.reference_source))):
+        for name, task, source in (
+            ("fused triton gelu", fused_task(args), (DEVICE / "gelu_tanh_triton.py").read_text()),
+            ("cublas matmul", matmul, own_candidate(matmul.reference_source)),
+        ):
             rows.append(profile_row(name, *evaluate(harness, task, source)))
             print(json.dumps(rows[-1]), flush=True)
     fused, cublas = rows[1], rows[2]
-    return {"rows": rows, "goals": [
-        {"goal": "the fused kernel is memory-bound at most 1.1x the measured bandwidth, launches fewer kernels "
-                 "than the reference and has a kernel of its own",
-         "met": fused.get("bound") == "memory" and 0 < (fused.get("bandwidth_share") or 0) <= 1.1
-         and fused["candidate_kernels"] < fused["reference_kernels"] and fused["own_kernels"] is True},
-        {"goal": "the cuBLAS matmul is compute-bound at most 1.1x the measured peak, with no kernel of its own",
-         "met": cublas.get("bound") == "compute" and 0 < (cublas.get("compute_share") or 0) <= 1.1
-         and cublas.get("own_kernels") is False}]}
+    return {
+        "rows": rows,
+        "goals": [
+            {
+                "goal": "the fused kernel is memory-bound at most 1.1x the measured bandwidth, launches fewer kernels "
+                "than the reference and has a kernel of its own",
+                "met": fused.get("bound") == "memory"
+                and 0 < (fused.get("bandwidth_share") or 0) <= 1.1
+                and fused["candidate_kernels"] < fused["reference_kernels"]
+                and fused["own_kernels"] is True,
+            },
+            {
+                "goal": "the cuBLAS matmul is compute-bound at most 1.1x the measured peak, with no kernel of its own",
+                "met": cublas.get("bound") == "compute"
+                and 0 < (cublas.get("compute_share") or 0) <= 1.1
+                and cublas.get("own_kernels") is False,
+            },
+        ],
+    }
 
 
 STAGES: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
-    "tests": stage_tests, "timing": stage_timing, "fused": stage_fused, "hostile": stage_hostile,
-    "wall": stage_wall, "profile": stage_profile, "level1": stage_level1,
+    "tests": stage_tests,
+    "timing": stage_timing,
+    "fused": stage_fused,
+    "hostile": stage_hostile,
+    "wall": stage_wall,
+    "profile": stage_profile,
+    "level1": stage_level1,
 }
 
 
@@ -462,13 +570,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("stage", choices=[*STAGES, "summary"])
     parser.add_argument("--kernelbench", help="a KernelBench checkout (its KernelBench/level1 references are timed)")
     parser.add_argument("--out", default=".", help="folder for device-check-STAGE.json")
-    parser.add_argument("--small", action="store_true",
-                        help="small inputs and a short timing budget: a smoke run of the check itself, "
-                             "e.g. through the test double on a CPU; it says nothing about a GPU")
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                        help="level1: evaluations at once (correctness overlaps, timing takes turns)")
-    parser.add_argument("--scratch", default=str(ROOT / "build" / "device-check"),
-                        help="where the check's memories and build caches go")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="small inputs and a short timing budget: a smoke run of the check itself, "
+        "e.g. through the test double on a CPU; it says nothing about a GPU",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(8, os.cpu_count() or 1),
+        help="level1: evaluations at once (correctness overlaps, timing takes turns)",
+    )
+    parser.add_argument("--scratch", default=str(ROOT / "build" / "device-check"), help="where the check's memories and build caches go")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

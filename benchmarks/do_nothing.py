@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-MEASURE = r'''
+MEASURE = r"""
 import dataclasses, json, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, ".")
@@ -53,7 +53,7 @@ with tempfile.TemporaryDirectory() as tmp:
             out.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
 print(json.dumps(out))
-'''
+"""
 
 
 def jobs_for(folder: Path, only: set[str] | None) -> list[dict[str, str]]:
@@ -68,15 +68,20 @@ def jobs_for(folder: Path, only: set[str] | None) -> list[dict[str, str]]:
             candidates = null_candidates(self_candidate(task))
         except (SyntaxError, ValueError):
             continue
-        jobs += [{"task": str(task.reference_path.parent), "kind": kind, "source": source}
-                 for kind, source in candidates.items()]
+        jobs += [{"task": str(task.reference_path.parent), "kind": kind, "source": source} for kind, source in candidates.items()]
     return jobs
 
 
 def measure(tree: Path, jobs: list[dict[str, str]], trials: int) -> list[dict]:
     python = tree / ".venv" / "bin" / "python"
-    proc = subprocess.run([str(python if python.exists() else sys.executable), "-c", MEASURE, str(trials)],
-                          cwd=tree, input=json.dumps(jobs), capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [str(python if python.exists() else sys.executable), "-c", MEASURE, str(trials)],
+        cwd=tree,
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -99,8 +104,9 @@ def main() -> None:
     trees = {"this": ROOT} | ({"other": args.against.resolve()} if args.against else {})
     found = {name: measure(tree, jobs, args.trials) for name, tree in trees.items()}
     for i, job in enumerate(jobs):
-        cells = "  ".join(f"{name}: {rows[i]['status']}{' (degenerate)' if rows[i].get('degenerate') else ''}"
-                          for name, rows in found.items())
+        cells = "  ".join(
+            f"{name}: {rows[i]['status']}{' (degenerate)' if rows[i].get('degenerate') else ''}" for name, rows in found.items()
+        )
         print(f"{Path(job['task']).name:50s} {job['kind']:9s} {cells}")
     for name, rows in found.items():
         print(f"{name}: {json.dumps(summary(rows))}")

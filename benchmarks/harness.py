@@ -44,8 +44,7 @@ from sage_engine.evaluation.host.tasks import Task, list_suite, load_task  # noq
 FIXTURES = ROOT / "tests" / "evaluation" / "fixtures" / "tasks"
 SPARE_WAIT_S = 120.0
 # (label, warm pool, confinement setting)
-SETUPS = (("warm bwrap", True, "auto"), ("warm limits", True, "off"),
-          ("cold bwrap", False, "auto"), ("cold limits", False, "off"))
+SETUPS = (("warm bwrap", True, "auto"), ("warm limits", True, "off"), ("cold bwrap", False, "auto"), ("cold limits", False, "off"))
 
 
 def candidates(n: int) -> list[tuple[Task, str]]:
@@ -54,8 +53,14 @@ def candidates(n: int) -> list[tuple[Task, str]]:
 
 
 def open_harness(warm: bool, confinement: str, budget: float, cache: Path, first: tuple[Task, str]):
-    config = Config(cache_dir=cache, db_path=cache / "bench.db", warm_pool=warm, timing_budget_s=budget,
-                    eval_timeout_s=600.0, sandbox_confinement=confinement)
+    config = Config(
+        cache_dir=cache,
+        db_path=cache / "bench.db",
+        warm_pool=warm,
+        timing_budget_s=budget,
+        eval_timeout_s=600.0,
+        sandbox_confinement=confinement,
+    )
     harness = Harness(config)
     startup = 0.0
     if warm:
@@ -96,7 +101,7 @@ def main() -> None:
                 for task, source in work:
                     # Every other round in reverse order: no set-up always runs right after another.
                     order = list(harnesses.items())
-                    for label, harness in (order if round_ % 2 == 0 else order[::-1]):
+                    for label, harness in order if round_ % 2 == 0 else order[::-1]:
                         t0 = time.perf_counter()
                         result = harness.evaluate(task, source)
                         wall = time.perf_counter() - t0
@@ -107,22 +112,34 @@ def main() -> None:
         finally:
             for harness in harnesses.values():
                 harness.close()
-    stats = {label: {"per_min": 60.0 * len(w) / sum(w), "wall_ms": 1000 * statistics.median(w),
-                     "overhead_ms": 1000 * statistics.median(overheads[label])} for label, w in walls.items()}
-    print(f"{len(work)} tasks x {args.rounds} rounds, timing budget {args.budget} s per side; "
-          f"confinement: {', '.join(f'{k} = {v}' for k, v in modes.items())}")
+    stats = {
+        label: {
+            "per_min": 60.0 * len(w) / sum(w),
+            "wall_ms": 1000 * statistics.median(w),
+            "overhead_ms": 1000 * statistics.median(overheads[label]),
+        }
+        for label, w in walls.items()
+    }
+    print(
+        f"{len(work)} tasks x {args.rounds} rounds, timing budget {args.budget} s per side; "
+        f"confinement: {', '.join(f'{k} = {v}' for k, v in modes.items())}"
+    )
     print(f"{'':32}" + "".join(f"{label:>13}" for label in stats))
-    for name, key, fmt in (("evaluations per minute", "per_min", "{:.1f}"),
-                           ("median wall per eval (ms)", "wall_ms", "{:.0f}"),
-                           ("median overhead per eval (ms)", "overhead_ms", "{:.0f}")):
+    for name, key, fmt in (
+        ("evaluations per minute", "per_min", "{:.1f}"),
+        ("median wall per eval (ms)", "wall_ms", "{:.0f}"),
+        ("median overhead per eval (ms)", "overhead_ms", "{:.0f}"),
+    ):
         print(f"{name:32}" + "".join(f"{fmt.format(s[key]):>13}" for s in stats.values()))
     pm = {label: s["per_min"] for label, s in stats.items()}
     print(f"warm pool vs cold, confined:     {pm['warm bwrap'] / pm['cold bwrap']:.2f}x evaluations per minute")
     print(f"warm pool vs cold, limits only:  {pm['warm limits'] / pm['cold limits']:.2f}x")
     print(f"cost of confinement, warm pool:  {100 * (1 - pm['warm bwrap'] / pm['warm limits']):+.1f}% evaluations per minute")
     print(f"cost of confinement, cold:       {100 * (1 - pm['cold bwrap'] / pm['cold limits']):+.1f}%")
-    print("warm pool start-up (first evaluation, not counted): "
-          + ", ".join(f"{label} {startup[label]:.2f} s" for label in stats if startup[label]))
+    print(
+        "warm pool start-up (first evaluation, not counted): "
+        + ", ".join(f"{label} {startup[label]:.2f} s" for label in stats if startup[label])
+    )
     if args.ray:
         with tempfile.TemporaryDirectory() as tmp:
             ray_comparison(work, args.budget, Path(tmp), args.rounds)
@@ -133,8 +150,14 @@ def ray_comparison(work: list[tuple[Task, str]], budget: float, tmp: Path, round
 
     ray.init(num_cpus=2, include_dashboard=False, namespace="sage", log_to_driver=False)
     try:
-        config = Config(cache_dir=tmp / "ray", db_path=tmp / "ray.db", timing_budget_s=budget, eval_timeout_s=600.0,
-                        executor="ray", ray_address=ray.get_runtime_context().gcs_address)
+        config = Config(
+            cache_dir=tmp / "ray",
+            db_path=tmp / "ray.db",
+            timing_budget_s=budget,
+            eval_timeout_s=600.0,
+            executor="ray",
+            ray_address=ray.get_runtime_context().gcs_address,
+        )
         local = Harness(config.replace(executor="local"))
         remote = Harness(config)
 
@@ -149,7 +172,7 @@ def ray_comparison(work: list[tuple[Task, str]], budget: float, tmp: Path, round
         for round_ in range(rounds):
             for task, source in work:
                 arms = [("local", lambda: local.evaluate(task, source)), ("ray", lambda: through_ray(task, source))]
-                for label, run in (arms if round_ % 2 == 0 else arms[::-1]):
+                for label, run in arms if round_ % 2 == 0 else arms[::-1]:
                     t0 = time.perf_counter()
                     result = run()
                     wall = time.perf_counter() - t0
@@ -177,14 +200,17 @@ def ray_comparison(work: list[tuple[Task, str]], budget: float, tmp: Path, round
     print(f"{'':32}{'local':>13}{'ray':>13}")
     print(f"{'evaluations per minute':32}{per_min['local']:>13.1f}{per_min['ray']:>13.1f}")
     print(f"{'median wall per eval (ms)':32}{wall_ms['local']:>13.0f}{wall_ms['ray']:>13.0f}")
-    print(f"{'median overhead per eval (ms)':32}"
-          + "".join(f"{1000 * statistics.median(overheads[k]):>13.0f}" for k in ("local", "ray")))
+    print(f"{'median overhead per eval (ms)':32}" + "".join(f"{1000 * statistics.median(overheads[k]):>13.0f}" for k in ("local", "ray")))
     # Paired: the same task in the same round through both, so the tasks' own spread cancels.
     extra = 1000 * statistics.median(r - lo for r, lo in zip(walls["ray"], walls["local"]))
-    print(f"Ray's cost per evaluation:       {extra:+.0f} ms (median of paired differences) = "
-          f"{100 * extra / wall_ms['local']:+.1f}% of a local evaluation's median")
-    print(f"Ray, 2 at a time vs 1 at a time: {one_at_a_time / two_at_a_time:.2f}x evaluations per minute "
-          f"({len(jobs)} evaluations: {one_at_a_time:.1f} s vs {two_at_a_time:.1f} s)")
+    print(
+        f"Ray's cost per evaluation:       {extra:+.0f} ms (median of paired differences) = "
+        f"{100 * extra / wall_ms['local']:+.1f}% of a local evaluation's median"
+    )
+    print(
+        f"Ray, 2 at a time vs 1 at a time: {one_at_a_time / two_at_a_time:.2f}x evaluations per minute "
+        f"({len(jobs)} evaluations: {one_at_a_time:.1f} s vs {two_at_a_time:.1f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SPARE_WAIT_S = 120.0
 
-MEASURE = r'''
+MEASURE = r"""
 import json, re, sys, tempfile, time
 from dataclasses import replace
 from pathlib import Path
@@ -62,12 +62,17 @@ with tempfile.TemporaryDirectory() as tmp:
             medians[task.id] = result.reference_timing.median_ms
 print(json.dumps({"per_min": 60.0 * len(walls) / sum(walls), "overhead_s": sum(overheads) / len(overheads),
                   "reference_ms": medians}))
-''' % {"wait": SPARE_WAIT_S}
+""" % {"wait": SPARE_WAIT_S}
 
 
 def measure(tree: Path, tasks: int, budget: float, settings: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(tasks), str(budget), json.dumps(settings)], cwd=tree,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(tasks), str(budget), json.dumps(settings)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: {proc.stderr.strip()[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -79,8 +84,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tasks", type=int, default=6)
     parser.add_argument("--budget", type=float, default=0.2, help="timing_budget_s per side")
-    parser.add_argument("--no-profile", action="store_true",
-                        help="Config.profile off where the tree has it: the harness alone, without the profile phase")
+    parser.add_argument(
+        "--no-profile", action="store_true", help="Config.profile off where the tree has it: the harness alone, without the profile phase"
+    )
     args = parser.parse_args()
     settings = {"profile": False} if args.no_profile else {}
     trees = {"this": ROOT, "other": Path(args.against).resolve()}
@@ -95,19 +101,27 @@ def main() -> None:
             overhead[name].append(found["overhead_s"])
             for task, ms in found.get("reference_ms", {}).items():
                 reference[name].setdefault(task, []).append(ms)
-        print(f"round {round_ + 1}: " + ", ".join(
-            f"{n} {per_min[n][-1]:.1f}/min ({1000 * overhead[n][-1]:.0f} ms overhead)" for n in trees), flush=True)
+        print(
+            f"round {round_ + 1}: " + ", ".join(f"{n} {per_min[n][-1]:.1f}/min ({1000 * overhead[n][-1]:.0f} ms overhead)" for n in trees),
+            flush=True,
+        )
     this, other = (statistics.median(per_min[n]) for n in trees)
     cost_this, cost_other = (statistics.median(overhead[n]) for n in trees)
-    print(f"warm evaluations per minute, median of {args.rounds} rounds: this {this:.1f}, other {other:.1f}; "
-          f"ratio {this / other:.3f} ({100 * (this / other - 1):+.1f}%)")
-    print(f"mean harness overhead per evaluation (wall outside model calls), median of rounds: this "
-          f"{1000 * cost_this:.0f} ms, other {1000 * cost_other:.0f} ms; ratio {cost_this / cost_other:.3f}")
+    print(
+        f"warm evaluations per minute, median of {args.rounds} rounds: this {this:.1f}, other {other:.1f}; "
+        f"ratio {this / other:.3f} ({100 * (this / other - 1):+.1f}%)"
+    )
+    print(
+        f"mean harness overhead per evaluation (wall outside model calls), median of rounds: this "
+        f"{1000 * cost_this:.0f} ms, other {1000 * cost_other:.0f} ms; ratio {cost_this / cost_other:.3f}"
+    )
     mine, theirs = reference["this"], reference["other"]
     ratios = sorted(statistics.median(mine[t]) / statistics.median(theirs[t]) for t in mine if t in theirs)
     if ratios:
-        print(f"reference median per task, this / other over {len(ratios)} tasks: median {statistics.median(ratios):.3f} "
-              f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})")
+        print(
+            f"reference median per task, this / other over {len(ratios)} tasks: median {statistics.median(ratios):.3f} "
+            f"(range {ratios[0]:.3f}-{ratios[-1]:.3f})"
+        )
 
 
 if __name__ == "__main__":

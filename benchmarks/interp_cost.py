@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-MEASURE = r'''
+MEASURE = r"""
 import json, sys, tempfile, time
 from pathlib import Path
 sys.path.insert(0, ".")
@@ -47,7 +47,7 @@ with tempfile.TemporaryDirectory() as tmp:
             out[path] = {"wall_s": time.perf_counter() - start, "status": result.status,
                          "correctness_s": result.phases.get("correctness", 0.0)}
 print(json.dumps(out))
-'''
+"""
 
 
 def examples() -> list[str]:
@@ -55,8 +55,13 @@ def examples() -> list[str]:
 
 
 def measure(tree: Path, trials: int, paths: list[str]) -> dict:
-    proc = subprocess.run([sys.executable, "-c", MEASURE, str(trials), json.dumps([str(tree / p) for p in paths])],
-                          cwd=tree, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(trials), json.dumps([str(tree / p) for p in paths])],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{tree}: {proc.stderr[-3000:]}")
     raw = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -86,9 +91,11 @@ def main() -> None:
         a, b = statistics.median(walls["this"][path]), statistics.median(walls["other"][path])
         ratios.append(a / b)
         print(f"{path:60s} {a:8.2f} {b:8.2f} {a / b:6.2f}")
-    print(f"median ratio (this / other): {statistics.median(ratios):.3f}; total "
-          f"{sum(statistics.median(v) for v in walls['this'].values()):.1f} s against "
-          f"{sum(statistics.median(v) for v in walls['other'].values()):.1f} s")
+    print(
+        f"median ratio (this / other): {statistics.median(ratios):.3f}; total "
+        f"{sum(statistics.median(v) for v in walls['this'].values()):.1f} s against "
+        f"{sum(statistics.median(v) for v in walls['other'].values()):.1f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -78,8 +78,7 @@ def serving(db: str, tmp: Path, workers: int) -> contextlib.AbstractAsyncContext
     """`sage serve` as `benchmarks/mcp_roundtrip.py` starts it, with no automatic consolidation."""
     from benchmarks.mcp_roundtrip import serving as serve
 
-    return serve(db, tmp, {"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_EVAL_WORKERS": str(workers),
-                           "PATH": "/usr/bin:/bin"})
+    return serve(db, tmp, {"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_EVAL_WORKERS": str(workers), "PATH": "/usr/bin:/bin"})
 
 
 @contextlib.asynccontextmanager
@@ -130,10 +129,19 @@ async def agent(url: str, token: str, n: int, deadline: float, tally: Tally, sou
                 result = await call(c, tally, "compile_and_bench", args)
             if isinstance(result, dict) and result.get("attempt_id") is not None:
                 told["attempts"].append(result["attempt_id"])
-            report = await call(c, tally, "record_adoption", {
-                "episode_id": episode, "adopted": [{"id": i, "evidence": "sigmoid times x in one pass"} for i in adopted],
-                "lesson": {"title": f"silu as x * sigmoid(x), agent {n}",
-                           "content": "One fused pass over x: torch.sigmoid(x) * x; no intermediate buffer."}})
+            report = await call(
+                c,
+                tally,
+                "record_adoption",
+                {
+                    "episode_id": episode,
+                    "adopted": [{"id": i, "evidence": "sigmoid times x in one pass"} for i in adopted],
+                    "lesson": {
+                        "title": f"silu as x * sigmoid(x), agent {n}",
+                        "content": "One fused pass over x: torch.sigmoid(x) * x; no intermediate buffer.",
+                    },
+                },
+            )
             if isinstance(report, dict):
                 told["credited"] = report.get("credited")
                 told["closed"] = report.get("closed")
@@ -172,8 +180,9 @@ async def run_load(db: str, clients: int, readers: int, seconds: float, workers:
         tally.wall_s = time.monotonic() - start
     log = tmp / "serve.log"
     if log.exists():  # what the server said of its errors, for any that are not back-pressure
-        tally.server_errors = [line.rstrip() for line in log.read_text(errors="replace").splitlines()
-                               if "Error" in line or "error" in line][-12:]
+        tally.server_errors = [
+            line.rstrip() for line in log.read_text(errors="replace").splitlines() if "Error" in line or "error" in line
+        ][-12:]
     return tally
 
 
@@ -196,20 +205,17 @@ def integrity(db: str, tally: Tally, before: dict[int, float], config: Config) -
             if sorted(attempts) != sorted(told["attempts"]):
                 problems.append(f"episode {episode}: attempts stored {attempts}, told {told['attempts']}")
             if told.get("closed"):
-                adopted = sorted(r["item_id"] for r in rows("SELECT item_id FROM adoptions WHERE episode_id = ?",
-                                                              (episode,)))
+                adopted = sorted(r["item_id"] for r in rows("SELECT item_id FROM adoptions WHERE episode_id = ?", (episode,)))
                 if adopted != sorted(told["adopted"]):
                     problems.append(f"episode {episode}: adoptions stored {adopted}, sent {told['adopted']}")
-        for r in rows("SELECT episode_id, item_id, COUNT(*) AS n FROM utility_log GROUP BY episode_id, item_id "
-                      "HAVING COUNT(*) > 1"):
+        for r in rows("SELECT episode_id, item_id, COUNT(*) AS n FROM utility_log GROUP BY episode_id, item_id HAVING COUNT(*) > 1"):
             problems.append(f"item {r['item_id']}: {r['n']} utility-log rows for episode {r['episode_id']}")
         for item in rows("SELECT id, utility FROM items"):
             log = rows("SELECT before, after, target, eta FROM utility_log WHERE item_id = ? ORDER BY id", (item["id"],))
             u = before.get(item["id"], 0.0)
             for i, entry in enumerate(log):
                 if abs(entry["before"] - u) > 1e-9 or abs(utility.step(u, entry["target"], entry["eta"]) - entry["after"]) > 1e-9:
-                    problems.append(f"item {item['id']}: utility-log row {i} starts at {entry['before']:.6f}, "
-                                    f"the replay is at {u:.6f}")
+                    problems.append(f"item {item['id']}: utility-log row {i} starts at {entry['before']:.6f}, the replay is at {u:.6f}")
                     break
                 u = entry["after"]
             if abs(u - item["utility"]) > 1e-9:
@@ -225,10 +231,10 @@ def pct(values: list[float], q: float) -> float:
 def report(tally: Tally, clients: int, problems: list[str]) -> bool:
     wall = tally.wall_s
     closed = sum(1 for t in tally.episodes.values() if t.get("closed"))
-    print(f"{clients} agents, {wall:.0f} s: {closed} episodes closed ({closed / wall * 60:.1f} a minute), "
-          f"{len(tally.episodes)} opened")
-    print(f"{'tool':>18} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}   after the first {WARM_S:.0f} s: {'calls':>6} "
-          f"{'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{clients} agents, {wall:.0f} s: {closed} episodes closed ({closed / wall * 60:.1f} a minute), {len(tally.episodes)} opened")
+    print(
+        f"{'tool':>18} {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}   after the first {WARM_S:.0f} s: {'calls':>6} {'p50 ms':>8} {'p99 ms':>8}"
+    )
     for tool in TOOLS:
         ts = [ms for _, ms in tally.calls.get(tool, [])]
         later = [ms for began, ms in tally.calls.get(tool, []) if began >= WARM_S]
@@ -236,18 +242,28 @@ def report(tally: Tally, clients: int, problems: list[str]) -> bool:
             steady = f"{len(later):>6} {statistics.median(later):>8.1f} {pct(later, 0.99):>8.1f}" if later else "     -"
             print(f"{tool:>18} {len(ts):>6} {statistics.median(ts):>8.1f} {pct(ts, 0.99):>8.1f}   {'':>20}{steady}")
     if tally.queue_wait:
-        print(f"{'waiting for worker':>18} {len(tally.queue_wait):>6} {statistics.median(tally.queue_wait):>8.1f} "
-              f"{pct(tally.queue_wait, 0.99):>8.1f}")
+        print(
+            f"{'waiting for worker':>18} {len(tally.queue_wait):>6} {statistics.median(tally.queue_wait):>8.1f} "
+            f"{pct(tally.queue_wait, 0.99):>8.1f}"
+        )
     if tally.rss_mb:
         later = [mb for t, mb in tally.rss_mb if t >= 60] or [tally.rss_mb[-1][1]]
-        print(f"server RSS: {tally.rss_mb[0][1]:.0f} MiB at start, {max(mb for _, mb in tally.rss_mb):.0f} MiB at most, "
-              f"{min(later):.0f}-{max(later):.0f} MiB after the first minute")
+        print(
+            f"server RSS: {tally.rss_mb[0][1]:.0f} MiB at start, {max(mb for _, mb in tally.rss_mb):.0f} MiB at most, "
+            f"{min(later):.0f}-{max(later):.0f} MiB after the first minute"
+        )
     print("errors: " + (", ".join(f"{k} x{n}" for k, n in tally.errors.most_common()) or "none"))
     bad_errors = {k: n for k, n in tally.errors.items() if not k.endswith(": busy")}
     if bad_errors and tally.server_errors:
         print("the server's log:\n  " + "\n  ".join(tally.server_errors))
-    print("integrity: " + ("ok (episodes, attempts, adoptions, utility-log rows; utilities = a serial replay)"
-                           if not problems else f"{len(problems)} problem(s)"))
+    print(
+        "integrity: "
+        + (
+            "ok (episodes, attempts, adoptions, utility-log rows; utilities = a serial replay)"
+            if not problems
+            else f"{len(problems)} problem(s)"
+        )
+    )
     for p in problems[:20]:
         print(f"  {p}")
     return not problems and not bad_errors

@@ -32,7 +32,7 @@ from pytest_lsp import ClientServerConfig, client_capabilities
 
 from benchmarks.retrieval import pct
 
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 SAGE_TASK = {"name": "Double plus one", "operator": "double_plus_one", "family": "elementwise", "level": 1}
@@ -49,9 +49,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-SMALL = '''# sage: task=double.py
+SMALL = """# sage: task=double.py
 import torch
 import torch.nn as nn
 
@@ -59,7 +59,7 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.add(x + x, 1)
-'''
+"""
 
 
 def large_source(lines: int) -> str:
@@ -90,22 +90,28 @@ async def sample(client, uri: str, seconds: float) -> dict[str, list[float]]:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         out["lens"].append(await timed(lambda: client.text_document_code_lens_async(types.CodeLensParams(text_document=doc))))
-        out["hover"].append(await timed(lambda: client.text_document_hover_async(
-            types.HoverParams(text_document=doc, position=types.Position(line=5, character=8)))))
+        out["hover"].append(
+            await timed(
+                lambda: client.text_document_hover_async(types.HoverParams(text_document=doc, position=types.Position(line=5, character=8)))
+            )
+        )
         await asyncio.sleep(0.025)  # load shaping: spread requests over several poll periods
     return out
 
 
 def open_doc(client, path: Path, text: str) -> str:
     uri = path.as_uri()
-    client.text_document_did_open(types.DidOpenTextDocumentParams(
-        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text))
+    )
     return uri
 
 
 def report(name: str, values: list[float]) -> None:
-    print(f"  {name:6s} n={len(values):4d}  p50 {statistics.median(values):7.1f} ms  p95 {pct(values, 0.95):7.1f} ms"
-          f"  p99 {pct(values, 0.99):7.1f} ms  max {max(values):7.1f} ms")
+    print(
+        f"  {name:6s} n={len(values):4d}  p50 {statistics.median(values):7.1f} ms  p95 {pct(values, 0.95):7.1f} ms"
+        f"  p99 {pct(values, 0.99):7.1f} ms  max {max(values):7.1f} ms"
+    )
 
 
 async def main(lines: int, seconds: float, poll: float, max_chars: int | None) -> None:
@@ -117,18 +123,22 @@ async def main(lines: int, seconds: float, poll: float, max_chars: int | None) -
         big = large_source(lines)
         large.write_text(big)
         config = ClientServerConfig(
-            server_command=[sys.executable, "-m", "sage_mcp.lsp", "--db", str(root / "memory.db"),
-                            "--poll-seconds", str(poll)],
+            server_command=[sys.executable, "-m", "sage_mcp.lsp", "--db", str(root / "memory.db"), "--poll-seconds", str(poll)],
             server_env={**os.environ, **({"SAGE_MAX_CANDIDATE_CHARS": str(max_chars)} if max_chars else {})},
         )
         client = await config.start()
-        await client.initialize_session(types.InitializeParams(
-            capabilities=client_capabilities("neovim"), root_uri=root.as_uri(),
-            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")]))
+        await client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities("neovim"),
+                root_uri=root.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name="ws")],
+            )
+        )
         pid = client._server.pid
         try:
             uri = open_doc(client, small, SMALL)
             await sample(client, uri, 1.0)  # warm: imports, the engine, SQLite's page cache
+
             async def measure(title: str) -> None:
                 print(title)
                 cpu0 = cpu_seconds(pid)

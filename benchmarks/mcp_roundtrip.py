@@ -67,8 +67,13 @@ async def client_for(transport: str, db: str, tmp: Path) -> AsyncIterator[Client
 async def serving(db: str, tmp: Path, env: dict[str, str]) -> AsyncIterator[tuple[str, str, subprocess.Popen]]:
     """`sage serve --port 0` on `db` with `env`: yields its URL, its token and the process.
     Its log goes on to `tmp/serve.log` once the banner is read (a full pipe would stall it)."""
-    proc = subprocess.Popen([str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env={"PATH": "", **env})
+    proc = subprocess.Popen(
+        [str(BIN / "sage"), "--db", db, "serve", "--port", "0", "--token-file", str(tmp / "token")],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={"PATH": "", **env},
+    )
     try:
         banner = ""
         while "connect:" not in banner:
@@ -123,8 +128,10 @@ def main() -> None:
     print(f"{args.calls} calls per path, starter memory + {args.items} items, k={args.k}")
     print(f"{'store':>9} {'transport':>9} {'path':>9} {'p50 ms':>8} {'p95 ms':>8} {'p50 x ping':>11} {'p95 x ping':>11}")
     pings: dict[tuple[str, str], float] = {}
-    with tempfile.TemporaryDirectory() as tmp, (postgres_databases(args.pg_url) if "postgres" in args.stores
-                                                 else contextlib.nullcontext()) as new_pg:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        postgres_databases(args.pg_url) if "postgres" in args.stores else contextlib.nullcontext() as new_pg,
+    ):
         for store in args.stores:
             for transport in args.transports:
                 db = new_pg() if store == "postgres" else str(Path(tmp) / f"{transport}.db")

@@ -63,7 +63,7 @@ def main() -> None:
             walls: dict[str, dict[str, list[float]]] = {t.id: {"off": [], "on": [], "phase": []} for t, _ in work}
             for r in range(args.rounds):
                 order = ("off", "on") if r % 2 == 0 else ("on", "off")
-                for task, source in (work if r % 2 == 0 else work[::-1]):
+                for task, source in work if r % 2 == 0 else work[::-1]:
                     for setup in order:
                         result = harnesses[setup].evaluate(task, source)
                         if result.status != "correct":
@@ -83,9 +83,11 @@ def main() -> None:
         total_phase, all_on = total_phase + sum(w["phase"]), all_on + sum(w["on"])
         print(f"{task_id:<22} {off:7.2f} {on:7.2f} {on / off:6.2f} {phase:10.3f} {phase / on:6.1%}")
     total = total_on / total_off
-    print(f"profile on / off: total {total:.3f}, median per task {statistics.median(ratios):.3f}; the profile phase "
-          f"is {total_phase / all_on:.1%} of the time with it on (goal: at most {GOAL - 1:.0%} added: "
-          f"{'met' if total <= GOAL else 'not met'})")
+    print(
+        f"profile on / off: total {total:.3f}, median per task {statistics.median(ratios):.3f}; the profile phase "
+        f"is {total_phase / all_on:.1%} of the time with it on (goal: at most {GOAL - 1:.0%} added: "
+        f"{'met' if total <= GOAL else 'not met'})"
+    )
 
 
 if __name__ == "__main__":

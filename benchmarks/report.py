@@ -40,6 +40,7 @@ def main() -> None:
     from sage_engine.models import EvalResult
     from sage_engine.report import roofline_svg
     from sage_engine.report.suite_page import render_page, row_from_check, row_from_result
+
     imports_ms = (time.perf_counter() - start) * 1e3
 
     results = [EvalResult.model_validate_json(p.read_text()) for p in args.results]
@@ -53,9 +54,16 @@ def main() -> None:
             t0 = time.perf_counter()
             roofline_svg(result)
             times.append((time.perf_counter() - t0) * 1e3)
-        charts.append({"result": path.name, "task": result.task, "first_ms": round(first, 3),
-                       "median_ms": round(statistics.median(times), 3), "max_ms": round(max(times), 3),
-                       "svg_bytes": len(svg.encode())})
+        charts.append(
+            {
+                "result": path.name,
+                "task": result.task,
+                "first_ms": round(first, 3),
+                "median_ms": round(statistics.median(times), 3),
+                "max_ms": round(max(times), 3),
+                "svg_bytes": len(svg.encode()),
+            }
+        )
 
     rows = [row_from_check(json.loads(line)) for line in args.rows.read_text().splitlines()] if args.rows else []
     rows += [row_from_result(r.task, "bundled", p.stem, r) for p, r in zip(args.results, results)]
@@ -72,9 +80,13 @@ def main() -> None:
             cycled.append(row)
         t0 = time.perf_counter()
         text = render_page(cycled, kind="check" if args.rows else "run", backend="cpu")
-        page = {"rows": len(cycled), "real_rows": len(rows), "bytes": len(text.encode()),
-                "render_ms": round((time.perf_counter() - t0) * 1e3, 1),
-                "thumbnails": text.count('class="roofline compact"')}
+        page = {
+            "rows": len(cycled),
+            "real_rows": len(rows),
+            "bytes": len(text.encode()),
+            "render_ms": round((time.perf_counter() - t0) * 1e3, 1),
+            "thumbnails": text.count('class="roofline compact"'),
+        }
         if args.page:
             args.page.write_text(text, encoding="utf-8")
     print(json.dumps({"imports_ms": round(imports_ms, 1), "charts": charts, "page": page}, indent=2))

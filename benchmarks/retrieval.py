@@ -42,12 +42,23 @@ def populate(engine: Engine, n: int, rng: random.Random) -> None:
     rows = []
     for i in range(n):
         words = rng.sample(VOCAB, 12)
-        rows.append({"kind": "experience", "scope": "team", "title": f"{' '.join(words[:4])} #{i}",
-                     "content": " ".join(words + rng.sample(VOCAB, 20)), "tags": ["bench"],
-                     "utility": rng.uniform(-0.2, 0.6), "n_retrieved": rng.randint(0, 30),
-                     "adoption_rate": rng.random() * 0.5, "tokens": 60, "created_at": now, "updated_at": now})
+        rows.append(
+            {
+                "kind": "experience",
+                "scope": "team",
+                "title": f"{' '.join(words[:4])} #{i}",
+                "content": " ".join(words + rng.sample(VOCAB, 20)),
+                "tags": ["bench"],
+                "utility": rng.uniform(-0.2, 0.6),
+                "n_retrieved": rng.randint(0, 30),
+                "adoption_rate": rng.random() * 0.5,
+                "tokens": 60,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
     for start in range(0, n, 10_000):
-        engine.store.items.insert_many(rows[start:start + 10_000])
+        engine.store.items.insert_many(rows[start : start + 10_000])
 
 
 def pct(values: list[float], q: float) -> float:
@@ -94,8 +105,7 @@ def measure(engine: Engine, n: int, queries: int, k: int, rng: random.Random) ->
 def run(sizes: list[int], queries: int, k: int, stores: list[str], pg_url: str | None) -> None:
     print(f"{'store':>9} {'items':>8} {'path':>9} {'p50 ms':>8} {'p95 ms':>8} {'p50 x bare':>11} {'p95 x bare':>11}")
     retrieve_p50: dict[tuple[str, int], float] = {}
-    with tempfile.TemporaryDirectory() as tmp, (postgres_databases(pg_url) if "postgres" in stores
-                                                 else contextlib.nullcontext()) as new_pg:
+    with tempfile.TemporaryDirectory() as tmp, postgres_databases(pg_url) if "postgres" in stores else contextlib.nullcontext() as new_pg:
         for n in sizes:
             for store in stores:
                 db = new_pg() if store == "postgres" else str(Path(tmp) / f"bench-{n}.db")

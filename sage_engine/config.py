@@ -344,15 +344,12 @@ class Config:
 
     def __post_init__(self) -> None:
         if self.credit_strategy not in CREDIT_STRATEGIES:
-            raise InvalidInput(
-                f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, "
-                f"got {self.credit_strategy!r}"
-            )
+            raise InvalidInput(f"credit_strategy must be one of {', '.join(CREDIT_STRATEGIES)}, got {self.credit_strategy!r}")
         if self.executor not in ("local", "ray"):
             raise InvalidInput(f"executor must be 'local' or 'ray', got {self.executor!r}")
         if not isinstance(self.ray_resources, dict) or not all(
-                isinstance(v, dict) and all(isinstance(n, (int, float)) and n >= 0 for n in v.values())
-                for v in self.ray_resources.values()):
+            isinstance(v, dict) and all(isinstance(n, (int, float)) and n >= 0 for n in v.values()) for v in self.ray_resources.values()
+        ):
             raise InvalidInput('ray_resources maps a backend to resources, e.g. {"cpu": {"CPU": 2}}')
         if self.rulebook_scope not in ("task", "global"):
             raise InvalidInput(f"rulebook_scope must be 'task' or 'global', got {self.rulebook_scope!r}")
@@ -361,9 +358,7 @@ class Config:
         if self.reward_mode not in ("sage", "paper"):
             raise InvalidInput(f"reward_mode must be 'sage' or 'paper', got {self.reward_mode!r}")
         if self.sandbox_confinement not in CONFINEMENT_SETTINGS:
-            raise InvalidInput(
-                f"sandbox_confinement must be one of {', '.join(CONFINEMENT_SETTINGS)}, got {self.sandbox_confinement!r}"
-            )
+            raise InvalidInput(f"sandbox_confinement must be one of {', '.join(CONFINEMENT_SETTINGS)}, got {self.sandbox_confinement!r}")
         if self.eval_memory_mb < 0:
             raise InvalidInput(f"eval_memory_mb must be 0 (sized from this host) or a number of MB, got {self.eval_memory_mb}")
         if self.eval_workers < 1:

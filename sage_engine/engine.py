@@ -61,10 +61,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-
 def open_config_store(config: Config) -> Store:
-    return open_store(config.database, busy_timeout_ms=config.busy_timeout_ms, pool_size=config.pg_pool_size,
-                      connect_timeout_s=config.pg_connect_timeout_s, bm25_weights=config.bm25_weights)
+    return open_store(
+        config.database,
+        busy_timeout_ms=config.busy_timeout_ms,
+        pool_size=config.pg_pool_size,
+        connect_timeout_s=config.pg_connect_timeout_s,
+        bm25_weights=config.bm25_weights,
+    )
 
 
 class Engine:
@@ -119,18 +123,26 @@ class Engine:
     def get_item(self, item_id: int) -> Item:
         return self.memory.get(item_id, user=self.user)
 
-    def list_items(self, *, kind: str | None = None, status: str | None = None, scope: str | None = None,
-                   author: str | None = None, limit: int = 50, offset: int = 0) -> list[Item]:
-        return self.memory.list(kind=kind, status=status, scope=scope, author=author, limit=limit, offset=offset,
-                                user=self.user)
+    def list_items(
+        self,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        scope: str | None = None,
+        author: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Item]:
+        return self.memory.list(kind=kind, status=status, scope=scope, author=author, limit=limit, offset=offset, user=self.user)
 
-    def search_items(self, query: str, *, k: int = 10, backend: str | None = None, hardware: str | None = None,
-                     scope: str | None = None) -> list[ScoredItem]:
-        return self.memory.search(query, k=self._check_k(k), backend=backend, hardware=hardware, scope=scope,
-                                  user=self.user)
+    def search_items(
+        self, query: str, *, k: int = 10, backend: str | None = None, hardware: str | None = None, scope: str | None = None
+    ) -> list[ScoredItem]:
+        return self.memory.search(query, k=self._check_k(k), backend=backend, hardware=hardware, scope=scope, user=self.user)
 
-    def edit_item(self, item_id: int, *, title: str | None = None, content: str | None = None,
-                  code: str | None = None, tags: list[str] | None = None) -> Item:
+    def edit_item(
+        self, item_id: int, *, title: str | None = None, content: str | None = None, code: str | None = None, tags: list[str] | None = None
+    ) -> Item:
         return self.memory.edit(item_id, user=self.user, title=title, content=content, code=code, tags=tags)
 
     def quarantine_item(self, item_id: int, reason: str = "") -> Item:
@@ -186,10 +198,21 @@ class Engine:
 
     # ---------------------------------------------------------------- episodes
 
-    def retrieve(self, task: str, *, operator: str | None = None, family: str | None = None,
-                 backend: str | None = None, hardware: str | None = None, k: int | None = None,
-                 episode_id: int | None = None, reference: str | None = None, client: str | None = None,
-                 scope: str | None = None, close_previous: bool = True) -> RetrievalResult:
+    def retrieve(
+        self,
+        task: str,
+        *,
+        operator: str | None = None,
+        family: str | None = None,
+        backend: str | None = None,
+        hardware: str | None = None,
+        k: int | None = None,
+        episode_id: int | None = None,
+        reference: str | None = None,
+        client: str | None = None,
+        scope: str | None = None,
+        close_previous: bool = True,
+    ) -> RetrievalResult:
         """Open an episode for `task` (or continue `episode_id`) and return what it shows.
 
         `client` labels the episode; with `close_previous`, the same client's
@@ -202,16 +225,35 @@ class Engine:
         for name, value in (("operator", operator), ("family", family), ("backend", backend), ("hardware", hardware)):
             validation.check_text(name, value, validation.LABEL_CHARS, required=False)
         validation.check_text("client", client, 200, required=False)
-        key, query = episode_key(task, operator=operator, family=family, backend=backend, hardware=hardware,
-                                 client=client, scope=scope, reference=reference, load_task=self.load_task)
-        filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware,
-                          viewer=self.user)
-        return self.episodes.retrieve(key, query, filters, k, episode_id=episode_id, user=self.user,
-                                      close_previous=close_previous and client is not None)
+        key, query = episode_key(
+            task,
+            operator=operator,
+            family=family,
+            backend=backend,
+            hardware=hardware,
+            client=client,
+            scope=scope,
+            reference=reference,
+            load_task=self.load_task,
+        )
+        filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware, viewer=self.user)
+        return self.episodes.retrieve(
+            key, query, filters, k, episode_id=episode_id, user=self.user, close_previous=close_previous and client is not None
+        )
 
-    def evaluate(self, candidate: str, task: str, *, backend: str | None = None, episode_id: int | None = None,
-                 adopted: Sequence[Adoption] = (), trials: int | None = None, progress: ProgressCallback | None = None,
-                 candidate_path: str | None = None, cancel: threading.Event | None = None) -> EvalResult:
+    def evaluate(
+        self,
+        candidate: str,
+        task: str,
+        *,
+        backend: str | None = None,
+        episode_id: int | None = None,
+        adopted: Sequence[Adoption] = (),
+        trials: int | None = None,
+        progress: ProgressCallback | None = None,
+        candidate_path: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> EvalResult:
         """Check, evaluate (here or on a cluster host, no transaction open),
         then record the attempt once (its request id makes a repeat a no-op).
         `cancel` set kills the evaluation; it then raises and nothing is recorded."""
@@ -219,24 +261,38 @@ class Engine:
         the_task = self.load_task(task)
         self.episodes.check_attempt(episode_id, adopted)
         request_id = uuid.uuid4().hex
-        result = self.evaluation.harness.evaluate(the_task, source, backend=backend, trials=trials, progress=progress,
-                                                  cancel=cancel)
-        return self.record_result(result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path,
-                                  request_id=request_id)
+        result = self.evaluation.harness.evaluate(the_task, source, backend=backend, trials=trials, progress=progress, cancel=cancel)
+        return self.record_result(
+            result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path, request_id=request_id
+        )
 
-    def record_result(self, result: EvalResult, *, episode_id: int | None = None, adopted: Sequence[Adoption] = (),
-                      candidate_path: str | None = None, request_id: str | None = None) -> EvalResult:
+    def record_result(
+        self,
+        result: EvalResult,
+        *,
+        episode_id: int | None = None,
+        adopted: Sequence[Adoption] = (),
+        candidate_path: str | None = None,
+        request_id: str | None = None,
+    ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions). `evaluate`
         calls this; so can a caller that evaluated elsewhere (its own NPU farm)."""
         if candidate_path:
             candidate_path = str(Path(candidate_path).expanduser().resolve())
-        return self.episodes.record_attempt(result, episode_id=episode_id, adopted=adopted,
-                                            candidate_path=candidate_path, user=self.user, request_id=request_id)
+        return self.episodes.record_attempt(
+            result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path, user=self.user, request_id=request_id
+        )
 
-    def record_adoption(self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None = None,
-                        lesson: Lesson | None = None, close: bool = True) -> AdoptionReport:
-        return self.episodes.record_adoption(episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close,
-                                             user=self.user)
+    def record_adoption(
+        self,
+        episode_id: int,
+        adopted: Sequence[Adoption],
+        *,
+        attempt_id: int | None = None,
+        lesson: Lesson | None = None,
+        close: bool = True,
+    ) -> AdoptionReport:
+        return self.episodes.record_adoption(episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close, user=self.user)
 
     def close_episode(self, episode_id: int) -> AdoptionReport:
         return self.episodes.close(episode_id)
@@ -303,8 +359,9 @@ class Engine:
 
     # ----------------------------------------------------------- consolidation
 
-    def consolidate(self, *, dry_run: bool = False, budget_tokens: int | None = None,
-                    progress: ProgressCallback | None = None) -> ConsolidationReport:
+    def consolidate(
+        self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None
+    ) -> ConsolidationReport:
         return self.rulebook.consolidate(dry_run=dry_run, budget_tokens=budget_tokens, progress=progress, user=self.user)
 
     def revert_consolidation(self, consolidation_id: int) -> ConsolidationReport:
@@ -315,8 +372,7 @@ class Engine:
     def load_task(self, spec: str) -> "Task":
         return self.evaluation.load_task(spec)
 
-    def list_tasks(self, *, level: int | None = None, family: str | None = None,
-                   suite_dir: Path | str | None = None) -> list[TaskSummary]:
+    def list_tasks(self, *, level: int | None = None, family: str | None = None, suite_dir: Path | str | None = None) -> list[TaskSummary]:
         return self.evaluation.list_tasks(level=level, family=family, suite_dir=suite_dir)
 
     def get_task(self, task_id: str) -> TaskSummary:
@@ -359,8 +415,7 @@ class Engine:
 
         return candidate_hash(source)
 
-    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None,
-                    family: str | None = None) -> list["Task"]:
+    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None, family: str | None = None) -> list["Task"]:
         """The tasks of a suite folder (the bundled one by default), with their example solutions."""
         return self.evaluation.suite_tasks(suite_dir, level=level, family=family)
 
@@ -382,25 +437,40 @@ class Engine:
         """This host's measured bandwidth, matmul peaks and launch cost for a backend (cached per host)."""
         return self.evaluation.calibrate(backend, force=force)
 
-    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
-                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None,
-                     ) -> list["ImportedTask"]:
+    def import_tasks(
+        self,
+        src: Path | str,
+        dest: Path | str,
+        *,
+        overwrite: bool = False,
+        max_cases: int | None = None,
+        scale: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list["ImportedTask"]:
         """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
         `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
-        return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases, scale=scale,
-                                            progress=progress)
+        return self.evaluation.import_tasks(src, dest, overwrite=overwrite, max_cases=max_cases, scale=scale, progress=progress)
 
-    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
-                    trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None,
-                    report: Path | str | None = None) -> "SuiteCheck":
+    def check_suite(
+        self,
+        suite_dir: Path | str | None = None,
+        *,
+        backend: str | None = None,
+        jobs: int | None = None,
+        trials: int | None = None,
+        task_ids: Sequence[str] | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        rows: Path | str | None = None,
+        report: Path | str | None = None,
+    ) -> "SuiteCheck":
         """Every task's reference evaluated as its own candidate (`sage suite check`); with `rows`,
         each task's row is appended to that JSON-lines file as it is checked; with `report`, an HTML
         page of the rows so far is rewritten as each arrives."""
         if report is not None and Path(report).suffix.lower() not in (".html", ".htm"):
             raise InvalidInput(f"a suite report is an .html file, not {Path(report).name!r}")
-        return self.evaluation.check_suite(suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids,
-                                           progress=progress, rows=rows, report=report)
+        return self.evaluation.check_suite(
+            suite_dir, backend=backend, jobs=jobs, trials=trials, task_ids=task_ids, progress=progress, rows=rows, report=report
+        )
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]:
         return self.evaluation.resolve_candidate(candidate)

@@ -99,9 +99,7 @@ def _python_kernels(text: str) -> list[Kernel]:
         if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
             start = min([d.lineno for d in node.decorator_list] + [node.lineno])
             found.append(Kernel(node.name, "model", node.lineno - 1, start - 1))
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            _is_triton_jit(d) for d in node.decorator_list
-        ):
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(_is_triton_jit(d) for d in node.decorator_list):
             start = min(d.lineno for d in node.decorator_list)
             found.append(Kernel(node.name, "triton", node.lineno - 1, start - 1))
     return found
@@ -195,10 +193,10 @@ def read_project_file(project: Path) -> dict[str, str]:
     try:
         data = json.loads(project.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"{project} is not readable JSON ({exc}); expected {{\"tasks\": {{\"<glob>\": \"<task>\"}}}}") from exc
+        raise InvalidInput(f'{project} is not readable JSON ({exc}); expected {{"tasks": {{"<glob>": "<task>"}}}}') from exc
     tasks = data.get("tasks") if isinstance(data, dict) else None
     if not isinstance(tasks, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tasks.items()):
-        raise InvalidInput(f"{project} must look like {{\"tasks\": {{\"<glob>\": \"<task id or path>\"}}}}")
+        raise InvalidInput(f'{project} must look like {{"tasks": {{"<glob>": "<task id or path>"}}}}')
     return tasks
 
 

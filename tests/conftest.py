@@ -21,7 +21,6 @@ from tests.support.engine import share_calibration
 from tests.support.postgres import postgres_cluster
 
 
-
 @pytest.fixture(scope="session")
 def pg_cluster():
     with postgres_cluster() as cluster:

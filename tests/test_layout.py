@@ -26,8 +26,14 @@ LAYERS = (
     ("harness",),  # the one way in
 )
 # The modules a surface may import, or import names from; never a module below them.
-SURFACE_MAY_IMPORT = ("sage_engine.engine", "sage_engine.models", "sage_engine.errors", "sage_engine.config",
-                      "sage_engine.kernels", "sage_engine.agent")
+SURFACE_MAY_IMPORT = (
+    "sage_engine.engine",
+    "sage_engine.models",
+    "sage_engine.errors",
+    "sage_engine.config",
+    "sage_engine.kernels",
+    "sage_engine.agent",
+)
 MAX_MODULE_LINES = 600  # a soft limit: files sized by cohesion, not split into slivers
 MAX_CLASS_LINES = 250
 # TODO: sage_engine's own Engine (290 lines), Config (337) and the agent's
@@ -40,9 +46,20 @@ KNOWN_CIRCLES = {
     "sage_engine": [["sage_engine.evaluation", "sage_engine.suite", "sage_engine.evaluation"]],
 }
 # Where a text may name one of SAGE's modules (`sage_mcp.lsp.views`) or files (`sage_mcp/mcp/tools.py`).
-TEXTS = ("README.md", "docs/*.md", "pyproject.toml", "sage_engine/**/*.py", "sage_mcp/**/*.py", "tests/**/*.py",
-         "benchmarks/**/*.py", "scripts/*", "vscode-extension/README.md", "vscode-extension/package.json",
-         "vscode-extension/src/**/*.ts", "vscode-extension/test/**/*.js")
+TEXTS = (
+    "README.md",
+    "docs/*.md",
+    "pyproject.toml",
+    "sage_engine/**/*.py",
+    "sage_mcp/**/*.py",
+    "tests/**/*.py",
+    "benchmarks/**/*.py",
+    "scripts/*",
+    "vscode-extension/README.md",
+    "vscode-extension/package.json",
+    "vscode-extension/src/**/*.ts",
+    "vscode-extension/test/**/*.js",
+)
 # TODO(sage_engine.evaluation): its modules are being laid out anew; check the
 # references to them too once that is merged.
 UNCHECKED_REFERENCES = (EVALUATION, "sage_engine/evaluation/")
@@ -99,7 +116,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                found.append(stack[stack.index(nxt):] + [nxt])
+                found.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
@@ -114,11 +131,11 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def leaf_packages(edges: dict[str, set[str]], packages: set[str]) -> set[str]:
     """Subpackages that import nothing of SAGE outside themselves (the
     evaluation's protocol): anyone may import them without joining a circle."""
+
     def inside(module: str, package: str) -> bool:
         return module == package or module.startswith(package + ".")
 
-    return {p for p in packages if p.count(".") > 1 and all(
-        inside(t, p) for m, targets in edges.items() if inside(m, p) for t in targets)}
+    return {p for p in packages if p.count(".") > 1 and all(inside(t, p) for m, targets in edges.items() if inside(m, p) for t in targets)}
 
 
 def package_circles(edges: dict[str, set[str]], packages: set[str]) -> dict[str, list[list[str]]]:
@@ -128,12 +145,12 @@ def package_circles(edges: dict[str, set[str]], packages: set[str]) -> dict[str,
     found = {}
     leaves = leaf_packages(edges, packages)
     for package in sorted(packages):
+
         def child(module: str) -> str | None:
             for leaf in leaves:
-                if leaf != package and leaf.startswith(package + ".") and (
-                        module == leaf or module.startswith(leaf + ".")):
+                if leaf != package and leaf.startswith(package + ".") and (module == leaf or module.startswith(leaf + ".")):
                     return leaf
-            rest = module[len(package) + 1:] if module.startswith(package + ".") else ""
+            rest = module[len(package) + 1 :] if module.startswith(package + ".") else ""
             return f"{package}.{rest.split('.')[0]}" if rest else None
 
         folded: dict[str, set[str]] = {}
@@ -146,7 +163,7 @@ def package_circles(edges: dict[str, set[str]], packages: set[str]) -> dict[str,
 
 
 def layer(name: str) -> int | None:
-    rest = name[len(EVALUATION) + 1:].split(".")[0] if name.startswith(EVALUATION + ".") else ""
+    rest = name[len(EVALUATION) + 1 :].split(".")[0] if name.startswith(EVALUATION + ".") else ""
     return next((i for i, names in enumerate(LAYERS) if rest in names), None)
 
 
@@ -158,8 +175,12 @@ def test_evaluation_imports_only_from_its_own_layer_or_lower():
     edges = graph(EVALUATION)
     unplaced = sorted(n for n in edges if n != EVALUATION and layer(n) is None)
     assert unplaced == [], "every evaluation module belongs to a layer"
-    upward = [f"{a} -> {b}" for a, targets in edges.items() for b in sorted(targets)
-              if a != EVALUATION and b != EVALUATION and layer(b) > layer(a)]
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in edges.items()
+        for b in sorted(targets)
+        if a != EVALUATION and b != EVALUATION and layer(b) > layer(a)
+    ]
     assert upward == []
 
 
@@ -196,8 +217,10 @@ def precise(annotation: ast.expr | None) -> bool:
     tree = ast.parse(ast.unparse(annotation).replace('"', "").replace("'", ""), mode="eval")
     parametrised = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Subscript)}
     for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and (node.id in ("Any", "object") or (
-                node.id in ("list", "dict", "tuple", "set", "Sequence", "Iterable") and id(node) not in parametrised)):
+        if isinstance(node, ast.Name) and (
+            node.id in ("Any", "object")
+            or (node.id in ("list", "dict", "tuple", "set", "Sequence", "Iterable") and id(node) not in parametrised)
+        ):
             return False
     return True
 
@@ -205,16 +228,23 @@ def precise(annotation: ast.expr | None) -> bool:
 def test_every_engine_method_says_what_it_returns():
     tree = ast.parse((ROOT / "sage_engine" / "engine.py").read_text())
     engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
-    vague = [f"Engine.{fn.name}" for fn in engine.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-             and (not fn.name.startswith("_") or fn.name in ("__init__", "__enter__", "__exit__"))
-             and not precise(fn.returns)]
+    vague = [
+        f"Engine.{fn.name}"
+        for fn in engine.body
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and (not fn.name.startswith("_") or fn.name in ("__init__", "__enter__", "__exit__"))
+        and not precise(fn.returns)
+    ]
     assert vague == []
 
 
 def test_no_module_is_too_long_to_read():
-    long = [f"{path.relative_to(ROOT)}: {n} lines"
-            for package in PACKAGES for path in modules(package).values()
-            if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
+    long = [
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for package in PACKAGES
+        for path in modules(package).values()
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    ]
     assert long == []
 
 
@@ -239,8 +269,7 @@ def defines(module: Path, name: str) -> bool:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(n, ast.Name) and n.id == name for t in targets for n in ast.walk(t)):
                 return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (a.asname or a.name).split(".")[0] == name for a in node.names):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name).split(".")[0] == name for a in node.names):
             return True
     return False
 
@@ -257,8 +286,12 @@ def missing_references(text: str) -> list[str]:
         if parent not in ALL_MODULES or not defines(ALL_MODULES[parent], name):
             missing.append(ref)
     for ref in (m.group(0).rstrip(".,)") for m in SLASHED.finditer(text)):
-        if ref.startswith(UNCHECKED_REFERENCES) or not inside_checkout(ref) or (ROOT / ref).exists() \
-                or ("*" in ref and any(ROOT.glob(ref))):
+        if (
+            ref.startswith(UNCHECKED_REFERENCES)
+            or not inside_checkout(ref)
+            or (ROOT / ref).exists()
+            or ("*" in ref and any(ROOT.glob(ref)))
+        ):
             continue
         missing.append(ref)
     return missing
@@ -271,10 +304,13 @@ def inside_checkout(ref: str) -> bool:
 
 
 def test_no_text_names_a_module_or_file_that_does_not_exist():
-    texts = {p for pattern in TEXTS for p in ROOT.glob(pattern)
-             if p.is_file() and "suite/tasks" not in p.as_posix() and "__pycache__" not in p.parts}
-    stale = [f"{path.relative_to(ROOT)}: {ref}" for path in sorted(texts)
-             for ref in missing_references(path.read_text(errors="replace"))]
+    texts = {
+        p
+        for pattern in TEXTS
+        for p in ROOT.glob(pattern)
+        if p.is_file() and "suite/tasks" not in p.as_posix() and "__pycache__" not in p.parts
+    }
+    stale = [f"{path.relative_to(ROOT)}: {ref}" for path in sorted(texts) for ref in missing_references(path.read_text(errors="replace"))]
     assert stale == []
 
 
@@ -294,8 +330,11 @@ def test_the_layout_checks_see_what_they_are_for():
     assert missing_references("see sage_engine/" + "nowhere.py") == ["sage_engine/" + "nowhere.py"]
     assert missing_references("feeds sage_engine/../../../etc/hosts to a tool") == []
     assert [precise(ast.parse(a, mode="eval").body) for a in ("list", "Any", "dict[str, Any]", "list['Task']")] == [
-        False, False, False, True]
+        False,
+        False,
+        False,
+        True,
+    ]
     # Built here, so that this file itself names nothing missing.
     gone_module, gone_file = "sage_mcp" + ".lsp_server", "sage_mcp" + "/lsp.py"
-    assert missing_references(f"see {gone_module}, {gone_file} and sage_engine.engine.Engine") == [
-        gone_module, gone_file]
+    assert missing_references(f"see {gone_module}, {gone_file} and sage_engine.engine.Engine") == [gone_module, gone_file]

@@ -19,10 +19,10 @@ OUT = Path(__file__).parent / "out"
 def main(argv: list[str] | None = None) -> int:
     sweep = sweep_worlds()
     ap = argparse.ArgumentParser(prog="python -m benchmarks.learning", description=__doc__)
-    ap.add_argument("--worlds", nargs="+", choices=list(WORLDS) + list(sweep), default=None,
-                    help=f"worlds to run (default: {' '.join(WORLDS)})")
-    ap.add_argument("--sweep", action="store_true",
-                    help=f"also run the report-noise sweep around the noisy world ({', '.join(sweep)})")
+    ap.add_argument(
+        "--worlds", nargs="+", choices=list(WORLDS) + list(sweep), default=None, help=f"worlds to run (default: {' '.join(WORLDS)})"
+    )
+    ap.add_argument("--sweep", action="store_true", help=f"also run the report-noise sweep around the noisy world ({', '.join(sweep)})")
     ap.add_argument("--seeds", type=int, default=None, help="number of seeds (0..N-1); intervals need >= 2 (default 10; 2 with --quick)")
     ap.add_argument("--episodes", type=int, default=None, help="training episodes per family (default 40)")
     ap.add_argument("--out", type=Path, default=OUT, help=f"output directory (default {OUT})")
@@ -52,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(p, dest)
     print((args.out / "summary.md").read_text(encoding="utf-8"))
-    print(f"wrote {len(paths)} files under {args.out} in {wall:.0f} s "
-          f"({next(iter(results.values()))['workers']} processes)", file=sys.stderr)
+    print(
+        f"wrote {len(paths)} files under {args.out} in {wall:.0f} s ({next(iter(results.values()))['workers']} processes)", file=sys.stderr
+    )
     return 0
 
 

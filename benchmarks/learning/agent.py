@@ -75,16 +75,23 @@ def context_factor(irrelevant_tokens: float, sim: SimConfig) -> float:
     return math.exp(-sim.context_decay * irrelevant_tokens / 1000.0)
 
 
-def success_probability(covered: int, needed: int, n_misleading: int, n_irrelevant: int, sim: SimConfig,
-                        irrelevant_tokens: float = 0.0) -> float:
+def success_probability(
+    covered: int, needed: int, n_misleading: int, n_irrelevant: int, sim: SimConfig, irrelevant_tokens: float = 0.0
+) -> float:
     p = sim.p_base + (sim.p_full - sim.p_base) * covered / needed
     p -= sim.harm_penalty * n_misleading + sim.distraction_penalty * n_irrelevant
     p *= context_factor(irrelevant_tokens, sim)
     return min(max(p, sim.p_floor), sim.p_ceiling)
 
 
-def expected_success(from_memory: int | frozenset[str], needed: int | Situation, n_misleading: int, n_irrelevant: int,
-                     sim: SimConfig, irrelevant_tokens: float = 0.0) -> float:
+def expected_success(
+    from_memory: int | frozenset[str],
+    needed: int | Situation,
+    n_misleading: int,
+    n_irrelevant: int,
+    sim: SimConfig,
+    irrelevant_tokens: float = 0.0,
+) -> float:
     """Success probability averaged over which remaining skills the agent
     finds itself. Counts suffice without pairs; with a situation, the covered
     set matters (a pair pays only when both halves are found)."""
@@ -92,7 +99,9 @@ def expected_success(from_memory: int | frozenset[str], needed: int | Situation,
     if isinstance(needed, int):
         m = needed - from_memory
         return sum(
-            math.comb(m, j) * q**j * (1 - q) ** (m - j)
+            math.comb(m, j)
+            * q**j
+            * (1 - q) ** (m - j)
             * success_probability(from_memory + j, needed, n_misleading, n_irrelevant, sim, irrelevant_tokens)
             for j in range(m + 1)
         )
@@ -102,8 +111,11 @@ def expected_success(from_memory: int | frozenset[str], needed: int | Situation,
     for j in range(len(rest) + 1):
         for found in combinations(rest, j):
             eff = effective(have | set(found), situation.pair)
-            total += q**j * (1 - q) ** (len(rest) - j) * success_probability(
-                len(eff), len(situation.needs), n_misleading, n_irrelevant, sim, irrelevant_tokens)
+            total += (
+                q**j
+                * (1 - q) ** (len(rest) - j)
+                * success_probability(len(eff), len(situation.needs), n_misleading, n_irrelevant, sim, irrelevant_tokens)
+            )
     return total
 
 
@@ -115,8 +127,9 @@ def use_probability(base: float, rank: int, n_shown: int, sim: SimConfig) -> flo
     return base * position * crowding
 
 
-def run_episode(op: Operator, situation: Situation, shown: Sequence[Shown], context_tokens: int, seed: int, index: int,
-                sim: SimConfig) -> Outcome:
+def run_episode(
+    op: Operator, situation: Situation, shown: Sequence[Shown], context_tokens: int, seed: int, index: int, sim: SimConfig
+) -> Outcome:
     needs_set, harmful = situation.needs, situation.harmful
     draws = random.Random(f"agent:{seed}:{index}")
     u_success = draws.random()
@@ -158,7 +171,7 @@ def run_episode(op: Operator, situation: Situation, shown: Sequence[Shown], cont
             n_irrelevant += (not fits and not bad) or wasted
             if u_report < sim.report_used:
                 reported.append(item.id)
-        elif u_report < sim.over_claim * rank ** -sim.over_claim_decay:
+        elif u_report < sim.over_claim * rank**-sim.over_claim_decay:
             reported.append(item.id)
     irrelevant_tokens = context_tokens * irrelevant_chars / chars_all
 
@@ -203,9 +216,20 @@ def run_episode(op: Operator, situation: Situation, shown: Sequence[Shown], cont
             found = sorted(discovered)
             lesson = found[int(u_pick * len(found))]
     return Outcome(
-        used=tuple(used), reported=tuple(reported), misapplied=misapplied,
-        covered_from_memory=frozenset(from_memory), discovered=discovered,
-        n_misleading=len(misleading), n_irrelevant=n_irrelevant, irrelevant_tokens=irrelevant_tokens,
-        p_success=p_now, p_expected=p_exp, success=success, attempts=tuple(attempts), t_ref_ms=op.t_ref_ms,
-        t_first_ms=t_first, t_best_ms=t_best, lesson_skill=lesson,
+        used=tuple(used),
+        reported=tuple(reported),
+        misapplied=misapplied,
+        covered_from_memory=frozenset(from_memory),
+        discovered=discovered,
+        n_misleading=len(misleading),
+        n_irrelevant=n_irrelevant,
+        irrelevant_tokens=irrelevant_tokens,
+        p_success=p_now,
+        p_expected=p_exp,
+        success=success,
+        attempts=tuple(attempts),
+        t_ref_ms=op.t_ref_ms,
+        t_first_ms=t_first,
+        t_best_ms=t_best,
+        lesson_skill=lesson,
     )

@@ -29,8 +29,13 @@ def _signature(sim: SimConfig, name: str) -> tuple:
     return arm.uses_memory, arm.k or sim.k, tuple(sorted(engine_overrides(arm.engine).items()))
 
 
-def run_all(worlds: dict[str, SimConfig], seeds: Sequence[int], names: Sequence[str] | None = None,
-            workers: int | None = None, progress: bool = False) -> dict[str, dict[str, Any]]:
+def run_all(
+    worlds: dict[str, SimConfig],
+    seeds: Sequence[int],
+    names: Sequence[str] | None = None,
+    workers: int | None = None,
+    progress: bool = False,
+) -> dict[str, dict[str, Any]]:
     """{world: results} for every world, strategy and seed. Runs are
     deterministic, so arms that would run identically (same applied engine
     settings and k) run once and share the run; results say which."""
@@ -62,8 +67,11 @@ def run_all(worlds: dict[str, SimConfig], seeds: Sequence[int], names: Sequence[
     wall = time.perf_counter() - started
     for (world, name), source in aliases.items():
         settings = engine_overrides(strategies(worlds[world])[name].engine)
-        done[world] += [dict(r, strategy=name, same_run_as=source, engine_applied=settings, runtime_s=0.0, cpu_s=0.0)
-                        for r in done[world] if r["strategy"] == source]
+        done[world] += [
+            dict(r, strategy=name, same_run_as=source, engine_applied=settings, runtime_s=0.0, cpu_s=0.0)
+            for r in done[world]
+            if r["strategy"] == source
+        ]
     out = {}
     for world, sim in worlds.items():
         out[world] = collect(done[world], sim, names, world)
@@ -71,8 +79,7 @@ def run_all(worlds: dict[str, SimConfig], seeds: Sequence[int], names: Sequence[
     return out
 
 
-def collect(runs: Sequence[dict[str, Any]], sim: SimConfig, names: Sequence[str] | None = None,
-            world: str = "easy") -> dict[str, Any]:
+def collect(runs: Sequence[dict[str, Any]], sim: SimConfig, names: Sequence[str] | None = None, world: str = "easy") -> dict[str, Any]:
     """Aggregate finished runs of one world (any order) into its results dictionary."""
     known = strategies(sim)
     present = {r["strategy"] for r in runs}
@@ -90,8 +97,7 @@ def collect(runs: Sequence[dict[str, Any]], sim: SimConfig, names: Sequence[str]
     for n in names:
         agg = metrics.aggregate(by_name[n], sim)
         first = by_name[n][0]
-        agg.update(doc=known[n].doc, engine_overrides=first["engine_applied"],
-                   k=known[n].k or sim.k, same_run_as=first.get("same_run_as"))
+        agg.update(doc=known[n].doc, engine_overrides=first["engine_applied"], k=known[n].k or sim.k, same_run_as=first.get("same_run_as"))
         results["strategies"][n] = agg
     results["paired"] = compare.paired_tests(results["strategies"])
     results["goals"] = compare.goals(results)
@@ -100,5 +106,6 @@ def collect(runs: Sequence[dict[str, Any]], sim: SimConfig, names: Sequence[str]
 
 def _tick(progress: bool, done: int, total: int, started: float) -> None:
     if progress:
-        print(f"\r{done}/{total} runs, {time.perf_counter() - started:.0f} s", end="" if done < total else "\n",
-              file=sys.stderr, flush=True)
+        print(
+            f"\r{done}/{total} runs, {time.perf_counter() - started:.0f} s", end="" if done < total else "\n", file=sys.stderr, flush=True
+        )

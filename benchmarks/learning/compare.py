@@ -15,12 +15,40 @@ from typing import Any
 from benchmarks.learning import stats
 
 SCOPED = "atu+ugc-scoped"
-PAIRS: tuple[tuple[str, str], ...] = tuple((SCOPED, other) for other in (
-    "no-memory", "similarity", "uniform", "uniform-pure", "adopted-only", "atu", "atu-2k", "atu-wide", "atu+ugc",
-)) + (("atu", "adopted-only"), ("atu", "uniform-pure"), ("atu", "uniform"), ("atu", "similarity"),
-      ("atu+ugc", "atu"), ("atu+ugc", "atu-wide"))
-PAIR_METRICS = ("success", "fast_1.0", "fast_1.2", "ndcg_ctx", "fidelity", "success_per_1k", "tokens",
-                "success_post_drift", "stale_exit", "lesson_first_shown", "transfer")
+PAIRS: tuple[tuple[str, str], ...] = tuple(
+    (SCOPED, other)
+    for other in (
+        "no-memory",
+        "similarity",
+        "uniform",
+        "uniform-pure",
+        "adopted-only",
+        "atu",
+        "atu-2k",
+        "atu-wide",
+        "atu+ugc",
+    )
+) + (
+    ("atu", "adopted-only"),
+    ("atu", "uniform-pure"),
+    ("atu", "uniform"),
+    ("atu", "similarity"),
+    ("atu+ugc", "atu"),
+    ("atu+ugc", "atu-wide"),
+)
+PAIR_METRICS = (
+    "success",
+    "fast_1.0",
+    "fast_1.2",
+    "ndcg_ctx",
+    "fidelity",
+    "success_per_1k",
+    "tokens",
+    "success_post_drift",
+    "stale_exit",
+    "lesson_first_shown",
+    "transfer",
+)
 ALPHA = 0.05
 
 
@@ -33,6 +61,7 @@ def paired_tests(strategies: dict[str, Any]) -> dict[str, dict[str, dict[str, An
     # does not exist yet) are not a comparison: no test, not counted in m.
     same = {(a, b) for a, b in pairs if _source(strategies, a) == _source(strategies, b)}
     for metric in PAIR_METRICS:
+
         def test(a: str, b: str, m: int = 1) -> dict[str, Any]:
             row = stats.paired(strategies[a]["per_seed"][metric], strategies[b]["per_seed"][metric], m, ALPHA)
             if (a, b) in same:
@@ -69,30 +98,56 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
     for metric in ("success", "fast_1.0"):
         rows = {k.split(" - ")[1]: v[metric] for k, v in pairs.items() if k.startswith(f"{SCOPED} - ")}
         behind = sorted(b for b, r in rows.items() if not _ahead(r))
-        out.append({"goal": f"{SCOPED} ahead of every other arm on {metric} (Holm p < {ALPHA})",
-                    "holds": not behind, "detail": "not ahead of: " + ", ".join(behind) if behind else "ahead of all"})
+        out.append(
+            {
+                "goal": f"{SCOPED} ahead of every other arm on {metric} (Holm p < {ALPHA})",
+                "holds": not behind,
+                "detail": "not ahead of: " + ", ".join(behind) if behind else "ahead of all",
+            }
+        )
     if "similarity" in s:
-        ratio = [a / b if a is not None and b else None
-                 for a, b in zip(s[SCOPED]["per_seed"]["tokens"], s["similarity"]["per_seed"]["tokens"])]
+        ratio = [
+            a / b if a is not None and b else None for a, b in zip(s[SCOPED]["per_seed"]["tokens"], s["similarity"]["per_seed"]["tokens"])
+        ]
         vals = [r for r in ratio if r is not None]
         mean = sum(vals) / len(vals) if vals else None
-        out.append({"goal": f"{SCOPED} tokens <= 1.2x similarity's", "holds": mean is not None and mean <= 1.2,
-                    "detail": f"ratio {mean:.2f}" if mean is not None else "n/a"})
+        out.append(
+            {
+                "goal": f"{SCOPED} tokens <= 1.2x similarity's",
+                "holds": mean is not None and mean <= 1.2,
+                "detail": f"ratio {mean:.2f}" if mean is not None else "n/a",
+            }
+        )
     row = pairs.get(f"{SCOPED} - atu", {}).get("ndcg_ctx")
     if row is not None and row["mean"] is not None:
         below = row["mean"] < 0 and significant(row)
-        out.append({"goal": f"{SCOPED} whole-context NDCG not below atu's", "holds": not below,
-                    "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}"})
+        out.append(
+            {
+                "goal": f"{SCOPED} whole-context NDCG not below atu's",
+                "holds": not below,
+                "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}",
+            }
+        )
     for metric in ("success", "fast_1.0"):
         row = pairs.get("atu - adopted-only", {}).get(metric)
         if row is not None and row["mean"] is not None:
-            out.append({"goal": f"atu ahead of adopted-only on {metric}", "holds": _ahead(row),
-                        "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}"})
+            out.append(
+                {
+                    "goal": f"atu ahead of adopted-only on {metric}",
+                    "holds": _ahead(row),
+                    "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}",
+                }
+            )
     row = pairs.get("atu - uniform-pure", {}).get("success")
     if row is not None and row["mean"] is not None:
         worse = row["mean"] < 0 and significant(row)
-        out.append({"goal": "atu not worse than uniform-pure on success", "holds": not worse,
-                    "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}"})
+        out.append(
+            {
+                "goal": "atu not worse than uniform-pure on success",
+                "holds": not worse,
+                "detail": f"difference {row['mean']:+.3f}, Holm p {_p(row)}",
+            }
+        )
     return out
 
 

@@ -147,10 +147,29 @@ class SimConfig:
         return dataclasses.replace(self, **changes)
 
     def __post_init__(self) -> None:
-        probs = ("p_hint", "p_distractor_hint", "p_adopt_useful", "p_adopt_misleading", "p_adopt_irrelevant",
-                 "p_self_discover", "p_base", "p_full", "p_floor", "p_ceiling", "p_lesson", "p_wrong_lesson",
-                 "p_pair", "p_operator_harm", "position_slope", "position_floor", "entries_decay", "report_used",
-                 "over_claim", "p_misapply", "drift_at")
+        probs = (
+            "p_hint",
+            "p_distractor_hint",
+            "p_adopt_useful",
+            "p_adopt_misleading",
+            "p_adopt_irrelevant",
+            "p_self_discover",
+            "p_base",
+            "p_full",
+            "p_floor",
+            "p_ceiling",
+            "p_lesson",
+            "p_wrong_lesson",
+            "p_pair",
+            "p_operator_harm",
+            "position_slope",
+            "position_floor",
+            "entries_decay",
+            "report_used",
+            "over_claim",
+            "p_misapply",
+            "drift_at",
+        )
         for name in probs:
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise InvalidInput(f"{name} must lie in [0, 1], got {getattr(self, name)}")
@@ -188,14 +207,23 @@ class SimConfig:
 
     def quick(self) -> "SimConfig":
         """Half-length streams: a smoke run in well under a minute."""
-        return self.replace(episodes_per_family=20, retest_episodes=10, forget_window=8, heldout_episodes=15,
-                            transfer_window=8, curve_window=10)
+        return self.replace(
+            episodes_per_family=20, retest_episodes=10, forget_window=8, heldout_episodes=15, transfer_window=8, curve_window=10
+        )
 
     def tiny(self) -> "SimConfig":
         """The CI configuration: a few families, short blocks."""
-        return self.replace(n_train_families=3, n_heldout_families=1, episodes_per_family=12, retest_families=1,
-                            retest_episodes=6, forget_window=5, heldout_episodes=6, transfer_window=3,
-                            curve_window=6)
+        return self.replace(
+            n_train_families=3,
+            n_heldout_families=1,
+            episodes_per_family=12,
+            retest_families=1,
+            retest_episodes=6,
+            forget_window=5,
+            heldout_episodes=6,
+            transfer_window=3,
+            curve_window=6,
+        )
 
 
 EASY = SimConfig()
@@ -203,10 +231,15 @@ EASY = SimConfig()
 # The noisy world: every mechanism of the literature above, no drift.
 NOISY = EASY.replace(
     crowd_per_family=12,
-    p_pair=0.5, p_operator_harm=0.5,  # half the operators each: both regimes present in every family
-    position_slope=0.032, position_floor=0.71,  # (1 - 0.71) / 9 ranks, Lost in the Middle
-    entries_decay=round(1 - 0.8 ** (1 / 16), 4), entries_base=4,  # More Documents, Same Length
-    report_used=0.7, over_claim=0.15, over_claim_decay=1.0,  # citation recall / precision, click propensity
+    p_pair=0.5,
+    p_operator_harm=0.5,  # half the operators each: both regimes present in every family
+    position_slope=0.032,
+    position_floor=0.71,  # (1 - 0.71) / 9 ranks, Lost in the Middle
+    entries_decay=round(1 - 0.8 ** (1 / 16), 4),
+    entries_base=4,  # More Documents, Same Length
+    report_used=0.7,
+    over_claim=0.15,
+    over_claim_decay=1.0,  # citation recall / precision, click propensity
     p_misapply=0.2,
     context_decay=round(math.log(0.92 / 0.68) / 2.75, 3),  # Same Task, More Tokens
 )

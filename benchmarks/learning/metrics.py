@@ -9,8 +9,38 @@ from typing import Any, Sequence
 from benchmarks.learning.config import SimConfig
 
 # Two-sided 95% Student t quantiles (t_0.975) for 1..30 degrees of freedom.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 # name -> (description, lower bound, upper bound); None = unbounded.
 METRICS: dict[str, tuple[str, float | None, float | None]] = {
@@ -77,6 +107,7 @@ def interval(values: Sequence[float], bounds: tuple[float | None, float | None] 
 def ndcg(gains: Sequence[float], pool: Sequence[float], k: int) -> float | None:
     """NDCG@k of `gains` (in the order shown) against the best k of `pool`;
     None where nothing in the pool is useful (the score is undefined)."""
+
     def dcg(xs: Sequence[float]) -> float:
         return sum(g / math.log2(i + 2) for i, g in enumerate(xs[:k]))
 
@@ -127,10 +158,10 @@ def _drift_times(run: dict[str, Any], sim: SimConfig) -> tuple[float | None, flo
     if d is None or not run.get("stale"):
         return None, None
     stale = set(run["stale"])
-    before = {i for e in eps[max(0, d - sim.forget_window):d] for i in e["ids"]} & stale
+    before = {i for e in eps[max(0, d - sim.forget_window) : d] for i in e["ids"]} & stale
     if not before:
         return None, None
-    shown = [set(e["ids"]) & before for e in eps[d:sim.train_episodes]]
+    shown = [set(e["ids"]) & before for e in eps[d : sim.train_episodes]]
     exits, exposures = [], []
     for i in sorted(before):
         at = [t for t, ids in enumerate(shown) if i in ids]
@@ -154,13 +185,13 @@ def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
     """One number per metric for one (strategy, seed) run."""
     eps = run["episodes"]
     train = [e for e in eps if e["phase"] == "train"]
-    late = train[len(train) - max(1, len(train) // 4):]
+    late = train[len(train) - max(1, len(train) // 4) :]
     correct = [e for e in train if e["success"]]
     held = [e for e in eps if e["phase"] == "heldout"]
     snap = run["snapshots"]["train_end"]
     forgetting = []
     for fam in dict.fromkeys(e["family"] for e in eps if e["phase"] == "retest"):
-        block = [e["success"] for e in train if e["family"] == fam][-sim.forget_window:]
+        block = [e["success"] for e in train if e["family"] == fam][-sim.forget_window :]
         again = [e["success"] for e in eps if e["phase"] == "retest" and e["family"] == fam]
         forgetting.append(_mean(block) - _mean(again))
     speedups = [e["speedup"] for e in correct if e["speedup"]]
@@ -195,8 +226,13 @@ def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
         "lesson_first_shown": _lesson_wait(run, sim),
         "forgetting": _mean(forgetting),
         "transfer": _mean([e["success"] for e in held]),
-        "transfer_early": _mean([e["success"] for fam in dict.fromkeys(e["family"] for e in held)
-                                 for e in [x for x in held if x["family"] == fam][: sim.transfer_window]]),
+        "transfer_early": _mean(
+            [
+                e["success"]
+                for fam in dict.fromkeys(e["family"] for e in held)
+                for e in [x for x in held if x["family"] == fam][: sim.transfer_window]
+            ]
+        ),
         "lessons_merged": _mean([float(e["lesson_merged"]) for e in eps if e["lesson_merged"] is not None]),
         "items": run["snapshots"]["run_end"]["items"],
     }
@@ -207,7 +243,7 @@ def summarize(run: dict[str, Any], sim: SimConfig) -> dict[str, float | None]:
 
 def curve(eps: list[dict[str, Any]], key: str, window: int) -> list[float | None]:
     """Mean of `key` over consecutive non-overlapping windows of the stream."""
-    return [_mean([e[key] for e in eps[i:i + window]]) for i in range(0, len(eps), window)]
+    return [_mean([e[key] for e in eps[i : i + window]]) for i in range(0, len(eps), window)]
 
 
 CURVES = ("success", "p_expected", "ndcg_ctx", "tokens")

@@ -12,26 +12,71 @@ from benchmarks.learning.compare import PAIR_METRICS, significant
 from benchmarks.learning.metrics import METRICS
 
 TABLES = (
-    ("Outcomes (training stream unless named)",
-     ("success", "success_late", "fast_0.8", "fast_1.0", "fast_1.2", "speedup", "success_per_1k", "transfer_early",
-      "transfer", "forgetting")),
-    ("Memory quality",
-     ("ndcg", "ndcg_ctx", "context_precision", "fidelity", "shown", "tokens", "rules", "rulebook_precision",
-      "rule_relevance", "items", "lessons_merged")),
-    ("Reports, drift and new lessons",
-     ("report_precision", "report_recall", "success_post_drift", "stale_exit", "stale_exposures", "lesson_first_shown")),
+    (
+        "Outcomes (training stream unless named)",
+        (
+            "success",
+            "success_late",
+            "fast_0.8",
+            "fast_1.0",
+            "fast_1.2",
+            "speedup",
+            "success_per_1k",
+            "transfer_early",
+            "transfer",
+            "forgetting",
+        ),
+    ),
+    (
+        "Memory quality",
+        (
+            "ndcg",
+            "ndcg_ctx",
+            "context_precision",
+            "fidelity",
+            "shown",
+            "tokens",
+            "rules",
+            "rulebook_precision",
+            "rule_relevance",
+            "items",
+            "lessons_merged",
+        ),
+    ),
+    (
+        "Reports, drift and new lessons",
+        ("report_precision", "report_recall", "success_post_drift", "stale_exit", "stale_exposures", "lesson_first_shown"),
+    ),
 )
 HEADERS = {
-    "success": "success", "success_late": "success, last 1/4", "p_expected": "expected success",
-    "fast_0.8": "fast_0.8", "fast_1.0": "fast_1.0", "fast_1.2": "fast_1.2",
-    "speedup": "speedup (geo)", "z": "z", "success_per_1k": "success / 1k tokens",
-    "ndcg": "NDCG@k items", "ndcg_ctx": "NDCG context", "fidelity": "credit fidelity",
-    "context_precision": "context precision", "shown": "shown/task", "tokens": "tokens/task",
-    "report_precision": "report precision", "report_recall": "report recall", "rules": "resident rules",
-    "rulebook_precision": "rulebook precision", "rule_relevance": "rule relevance", "items": "items at end",
-    "success_post_drift": "success after drift", "stale_exit": "stale exit (episodes)",
-    "stale_exposures": "stale showings", "lesson_first_shown": "lesson first shown (episodes)",
-    "forgetting": "forgetting", "transfer": "held-out success", "transfer_early": "held-out, first episodes",
+    "success": "success",
+    "success_late": "success, last 1/4",
+    "p_expected": "expected success",
+    "fast_0.8": "fast_0.8",
+    "fast_1.0": "fast_1.0",
+    "fast_1.2": "fast_1.2",
+    "speedup": "speedup (geo)",
+    "z": "z",
+    "success_per_1k": "success / 1k tokens",
+    "ndcg": "NDCG@k items",
+    "ndcg_ctx": "NDCG context",
+    "fidelity": "credit fidelity",
+    "context_precision": "context precision",
+    "shown": "shown/task",
+    "tokens": "tokens/task",
+    "report_precision": "report precision",
+    "report_recall": "report recall",
+    "rules": "resident rules",
+    "rulebook_precision": "rulebook precision",
+    "rule_relevance": "rule relevance",
+    "items": "items at end",
+    "success_post_drift": "success after drift",
+    "stale_exit": "stale exit (episodes)",
+    "stale_exposures": "stale showings",
+    "lesson_first_shown": "lesson first shown (episodes)",
+    "forgetting": "forgetting",
+    "transfer": "held-out success",
+    "transfer_early": "held-out, first episodes",
     "lessons_merged": "lessons merged",
 }
 COUNTS = ("tokens", "items", "shown", "rules", "stale_exit", "stale_exposures", "lesson_first_shown")
@@ -78,17 +123,20 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     for title, cols in TABLES:
         cols = [c for c in cols if _defined(results, c)]
-        lines += [f"**{title}**", "", "| strategy | " + " | ".join(HEADERS[c] for c in cols) + " |",
-                  "|---|" + "---|" * len(cols)]
+        lines += [f"**{title}**", "", "| strategy | " + " | ".join(HEADERS[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
         for name, res in strategies.items():
             lines.append(f"| {name} | " + " | ".join(fmt(res["metrics"][c], _digits(c)) for c in cols) + " |")
         lines.append("")
     diffs = results.get("paired", {})
     if diffs:
         cols = [c for c in PAIR_METRICS if any(row[c]["mean"] is not None for row in diffs.values())]
-        lines += ["**Paired differences (A - B, same seeds)**: mean, * where Holm-adjusted p < 0.05 within the "
-                  "metric's family of comparisons, and the simultaneous (Bonferroni) interval of that family", "",
-                  "| A - B | " + " | ".join(HEADERS[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
+        lines += [
+            "**Paired differences (A - B, same seeds)**: mean, * where Holm-adjusted p < 0.05 within the "
+            "metric's family of comparisons, and the simultaneous (Bonferroni) interval of that family",
+            "",
+            "| A - B | " + " | ".join(HEADERS[c] for c in cols) + " |",
+            "|---|" + "---|" * len(cols),
+        ]
         for key, row in diffs.items():
             lines.append(f"| {key} | " + " | ".join(fmt_pair(row[c], _digits(c)) for c in cols) + " |")
         lines.append("")
@@ -97,8 +145,11 @@ def markdown(results: dict[str, Any]) -> str:
         for g in results["goals"]:
             lines.append(f"| {g['goal']} | {'yes' if g['holds'] else 'no'} | {g['detail']} |")
         lines.append("")
-    shared = [f"{n} ran exactly as {s['same_run_as']} (same engine settings and k: one set of runs, shared)"
-              for n, s in strategies.items() if s.get("same_run_as")]
+    shared = [
+        f"{n} ran exactly as {s['same_run_as']} (same engine settings and k: one set of runs, shared)"
+        for n, s in strategies.items()
+        if s.get("same_run_as")
+    ]
     if shared:
         lines += ["; ".join(shared) + ".", ""]
     lines.append("Metrics: " + "; ".join(f"{HEADERS[m]}: {d}" for m, (d, _, _) in METRICS.items()) + ".")
@@ -110,13 +161,15 @@ def summary_markdown(all_results: dict[str, dict[str, Any]], wall_s: float | Non
     lines = []
     if wall_s is not None:
         first = next(iter(all_results.values()))
-        lines += [f"{len(all_results)} worlds x {len(first['strategies'])} strategies x {len(first['seeds'])} seeds "
-                  f"in {wall_s:.0f} s wall on {first['workers']} processes "
-                  f"({sum(r['cpu_s'] for r in all_results.values()):.0f} s of CPU).", ""]
+        lines += [
+            f"{len(all_results)} worlds x {len(first['strategies'])} strategies x {len(first['seeds'])} seeds "
+            f"in {wall_s:.0f} s wall on {first['workers']} processes "
+            f"({sum(r['cpu_s'] for r in all_results.values()):.0f} s of CPU).",
+            "",
+        ]
     for world, results in all_results.items():
         cols = [c for c in HEADLINE if _defined(results, c)]
-        lines += [f"### {world}", "", "| strategy | " + " | ".join(HEADERS[c] for c in cols) + " |",
-                  "|---|" + "---|" * len(cols)]
+        lines += [f"### {world}", "", "| strategy | " + " | ".join(HEADERS[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
         for name, res in results["strategies"].items():
             lines.append(f"| {name} | " + " | ".join(fmt(res["metrics"][c], _digits(c)) for c in cols) + " |")
         lines.append("")
@@ -187,6 +240,7 @@ def _save(fig, path: Path) -> Path:
     _pyplot().close(fig)
     return path
 
+
 def plots(results: dict[str, Any], out: Path) -> list[Path]:
     plt = _pyplot()
     strategies = results["strategies"]
@@ -224,11 +278,19 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     fig.suptitle(f"World {results['world']}: mean and 95% interval over {len(results['seeds'])} seeds", y=0.995)
     written.append(_save(fig, out / "learning_curve.png"))
 
-    panels = [(k, t) for k, t in (
-        ("success", "success"), ("fast_1.0", "fast_1.0"), ("ndcg_ctx", "NDCG of the whole context"),
-        ("tokens", "context tokens per task"), ("success_per_1k", "success per 1k tokens"),
-        ("fidelity", "credit fidelity (Spearman)"), ("stale_exit", "stale exit (episodes)"),
-    ) if _defined(results, k)]
+    panels = [
+        (k, t)
+        for k, t in (
+            ("success", "success"),
+            ("fast_1.0", "fast_1.0"),
+            ("ndcg_ctx", "NDCG of the whole context"),
+            ("tokens", "context tokens per task"),
+            ("success_per_1k", "success per 1k tokens"),
+            ("fidelity", "credit fidelity (Spearman)"),
+            ("stale_exit", "stale exit (episodes)"),
+        )
+        if _defined(results, k)
+    ]
     fig, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 3.8))
     for ax, (key, title) in zip(axes, panels):
         _bars(ax, [strategies[n]["metrics"][key] for n in names], names, [color[n] for n in names])
@@ -240,8 +302,10 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
 
 def _bars(ax, ms: list[dict[str, Any]], names: list[str], colors: list[str]) -> None:
     vals = [m["mean"] if m["mean"] is not None else 0.0 for m in ms]
-    err = [[(m["mean"] - m["lo"]) if m["mean"] is not None else 0 for m in ms],
-           [(m["hi"] - m["mean"]) if m["mean"] is not None else 0 for m in ms]]
+    err = [
+        [(m["mean"] - m["lo"]) if m["mean"] is not None else 0 for m in ms],
+        [(m["hi"] - m["mean"]) if m["mean"] is not None else 0 for m in ms],
+    ]
     ax.bar(range(len(names)), vals, yerr=err, color=colors, capsize=2)
     for i, m in enumerate(ms):
         if m["mean"] is None:
@@ -273,23 +337,37 @@ def cross_world_plots(all_results: dict[str, dict[str, Any]], out: Path) -> list
         written.append(_save(fig, out / "worlds.png"))
     sweep = {w: r for w, r in all_results.items() if w.startswith("noisy-") or w == "noisy"}
     if len(sweep) > 1:
-        knobs = (("over_claim", "over-claim rate at rank 1"), ("report_used", "report rate of used entries"),
-                 ("p_misapply", "misapplication rate"))
+        knobs = (
+            ("over_claim", "over-claim rate at rank 1"),
+            ("report_used", "report rate of used entries"),
+            ("p_misapply", "misapplication rate"),
+        )
         pairs = ("atu - uniform-pure", "atu - adopted-only", "atu+ugc-scoped - atu", "atu - similarity")
         base = sweep.get("noisy")
         fig, axes = plt.subplots(1, len(knobs), figsize=(15, 4))
         for ax, (knob, label) in zip(axes, knobs):
-            pts = sorted((r["config"][knob], r) for w, r in sweep.items()
-                         if base is None or all(r["config"][k] == base["config"][k] for k, _ in knobs if k != knob))
+            pts = sorted(
+                (r["config"][knob], r)
+                for w, r in sweep.items()
+                if base is None or all(r["config"][k] == base["config"][k] for k, _ in knobs if k != knob)
+            )
             for c, pair in enumerate(pairs):
                 rows = [r["paired"].get(pair, {}).get("success") for _, r in pts]
                 if not all(rows):
                     continue
                 x = [v for v, _ in pts]
-                ax.errorbar(x, _nan([r["mean"] for r in rows]),
-                            yerr=[_nan([r["mean"] - r["lo_adj"] if r["lo_adj"] is not None else 0 for r in rows]),
-                                  _nan([r["hi_adj"] - r["mean"] if r["hi_adj"] is not None else 0 for r in rows])],
-                            label=pair, marker="o", capsize=3, color=f"C{c}")
+                ax.errorbar(
+                    x,
+                    _nan([r["mean"] for r in rows]),
+                    yerr=[
+                        _nan([r["mean"] - r["lo_adj"] if r["lo_adj"] is not None else 0 for r in rows]),
+                        _nan([r["hi_adj"] - r["mean"] if r["hi_adj"] is not None else 0 for r in rows]),
+                    ],
+                    label=pair,
+                    marker="o",
+                    capsize=3,
+                    color=f"C{c}",
+                )
             ax.axhline(0, color="black", lw=0.6)
             ax.set_xlabel(label)
             ax.set_ylabel("paired success difference")

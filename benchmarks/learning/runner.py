@@ -47,35 +47,74 @@ class Strategy:
 def strategies(sim: SimConfig) -> dict[str, Strategy]:
     off = {"auto_consolidate_every": 0}
     ugc = {"credit_strategy": "atu", "auto_consolidate_every": sim.consolidate_every}
-    return {s.name: s for s in (
-        Strategy("no-memory", False, {}, "the agent sees nothing; the engine is not called"),
-        # Credit is still computed (ATU rule) so its fidelity can be read, but
-        # the ranking ignores it: similarity (BM25) alone orders the items.
-        Strategy("similarity", True, dict(off, w_utility=0.0, w_adoption=0.0, exploration_c=0.0),
-                 "BM25 ranking only; utility, adoption rate and exploration weights set to 0"),
-        Strategy("uniform", True, dict(off, credit_strategy="uniform"),
-                 "every shown item gets the episode reward; the ranking still weighs the adoption rate"),
-        Strategy("uniform-pure", True, dict(off, credit_strategy="uniform", w_adoption=0.0),
-                 "MemRL/Memento: every shown item gets the episode reward, adoption reports unused"),
-        Strategy("adopted-only", True, dict(off, credit_strategy="adopted-only"),
-                 "reported items get the reward, shown-but-unreported items are left alone (ACE-like)"),
-        Strategy("atu", True, dict(off, credit_strategy="atu"),
-                 "adoption-traced utility: reported toward the reward, shown-but-unreported toward -beta"),
-        # Equal tokens: the scoped rulebook may add up to what k items cost to
-        # each task, so ATU with 2k items spends the same context.
-        Strategy("atu-2k", True, dict(off, credit_strategy="atu"),
-                 f"ATU asking for 2k = {2 * sim.k} items: the context of atu+ugc-scoped with a full per-task rulebook",
-                 k=2 * sim.k),
-        # Equal entries: a full global rulebook adds max_rules entries to every
-        # task, so ATU+UGC shows k + max_rules.
-        Strategy("atu-wide", True, dict(off, credit_strategy="atu"),
-                 f"ATU asking for k + max_rules = {sim.k + _MAX_RULES} items: as many entries as atu+ugc",
-                 k=sim.k + _MAX_RULES),
-        Strategy("atu+ugc", True, dict(ugc, rulebook_scope="global"),
-                 f"ATU plus consolidation every {sim.consolidate_every} episodes; one global rulebook shown to every task"),
-        Strategy("atu+ugc-scoped", True, dict(ugc, rulebook_scope="task"),
-                 f"ATU plus consolidation every {sim.consolidate_every} episodes; resident rules chosen per task by scope"),
-    )}
+    return {
+        s.name: s
+        for s in (
+            Strategy("no-memory", False, {}, "the agent sees nothing; the engine is not called"),
+            # Credit is still computed (ATU rule) so its fidelity can be read, but
+            # the ranking ignores it: similarity (BM25) alone orders the items.
+            Strategy(
+                "similarity",
+                True,
+                dict(off, w_utility=0.0, w_adoption=0.0, exploration_c=0.0),
+                "BM25 ranking only; utility, adoption rate and exploration weights set to 0",
+            ),
+            Strategy(
+                "uniform",
+                True,
+                dict(off, credit_strategy="uniform"),
+                "every shown item gets the episode reward; the ranking still weighs the adoption rate",
+            ),
+            Strategy(
+                "uniform-pure",
+                True,
+                dict(off, credit_strategy="uniform", w_adoption=0.0),
+                "MemRL/Memento: every shown item gets the episode reward, adoption reports unused",
+            ),
+            Strategy(
+                "adopted-only",
+                True,
+                dict(off, credit_strategy="adopted-only"),
+                "reported items get the reward, shown-but-unreported items are left alone (ACE-like)",
+            ),
+            Strategy(
+                "atu",
+                True,
+                dict(off, credit_strategy="atu"),
+                "adoption-traced utility: reported toward the reward, shown-but-unreported toward -beta",
+            ),
+            # Equal tokens: the scoped rulebook may add up to what k items cost to
+            # each task, so ATU with 2k items spends the same context.
+            Strategy(
+                "atu-2k",
+                True,
+                dict(off, credit_strategy="atu"),
+                f"ATU asking for 2k = {2 * sim.k} items: the context of atu+ugc-scoped with a full per-task rulebook",
+                k=2 * sim.k,
+            ),
+            # Equal entries: a full global rulebook adds max_rules entries to every
+            # task, so ATU+UGC shows k + max_rules.
+            Strategy(
+                "atu-wide",
+                True,
+                dict(off, credit_strategy="atu"),
+                f"ATU asking for k + max_rules = {sim.k + _MAX_RULES} items: as many entries as atu+ugc",
+                k=sim.k + _MAX_RULES,
+            ),
+            Strategy(
+                "atu+ugc",
+                True,
+                dict(ugc, rulebook_scope="global"),
+                f"ATU plus consolidation every {sim.consolidate_every} episodes; one global rulebook shown to every task",
+            ),
+            Strategy(
+                "atu+ugc-scoped",
+                True,
+                dict(ugc, rulebook_scope="task"),
+                f"ATU plus consolidation every {sim.consolidate_every} episodes; resident rules chosen per task by scope",
+            ),
+        )
+    }
 
 
 def strategy_names(sim: SimConfig | None = None) -> list[str]:
@@ -99,8 +138,9 @@ def run(strategy: str, seed: int, sim: SimConfig) -> dict[str, Any]:
                 out = _Run(world, sim, engine, arm.k or sim.k).go()
         else:
             out = _Run(world, sim, None, sim.k).go()
-    out.update(strategy=strategy, seed=seed, engine_applied=settings,
-               runtime_s=time.perf_counter() - started, cpu_s=time.process_time() - cpu)
+    out.update(
+        strategy=strategy, seed=seed, engine_applied=settings, runtime_s=time.perf_counter() - started, cpu_s=time.process_time() - cpu
+    )
     return out
 
 
@@ -135,8 +175,14 @@ class _Run:
             if task.index == self.sim.train_episodes - 1:
                 snapshots["train_end"] = self._snapshot(task.index)
         snapshots["run_end"] = self._snapshot(len(self.world.tasks) - 1)
-        return {"episodes": self.episodes, "snapshots": snapshots, "lessons": self.lessons, "stale": self.stale,
-                "drift_episode": self.world.drift_episode, "flipped": list(self.world.flipped)}
+        return {
+            "episodes": self.episodes,
+            "snapshots": snapshots,
+            "lessons": self.lessons,
+            "stale": self.stale,
+            "drift_episode": self.world.drift_episode,
+            "flipped": list(self.world.flipped),
+        }
 
     # -------------------------------------------------------------- episode
 
@@ -160,23 +206,36 @@ class _Run:
         fit = lambda s: bool(s.truth.skills & situation.needs)  # noqa: E731
         used, reported = set(out.used), set(out.reported)
         return {
-            "phase": phase, "family": op.family, "operator": op.name,
-            "success": int(out.success), "p_expected": out.p_expected, "p_success": out.p_success,
-            "speedup": out.speedup, "z": out.z, "ndcg": ndcg, "ndcg_ctx": ndcg_ctx, "tokens": tokens,
+            "phase": phase,
+            "family": op.family,
+            "operator": op.name,
+            "success": int(out.success),
+            "p_expected": out.p_expected,
+            "p_success": out.p_success,
+            "speedup": out.speedup,
+            "z": out.z,
+            "ndcg": ndcg,
+            "ndcg_ctx": ndcg_ctx,
+            "tokens": tokens,
             "irrelevant_tokens": out.irrelevant_tokens,
-            "shown": len(shown), "residents": sum(s.resident for s in shown),
+            "shown": len(shown),
+            "residents": sum(s.resident for s in shown),
             "residents_fit": sum(1 for s in shown if s.resident and fit(s)),
             "shown_fit": sum(1 for s in shown if fit(s)),
-            "used": len(used), "reported": len(reported), "reported_used": len(used & reported),
+            "used": len(used),
+            "reported": len(reported),
+            "reported_used": len(used & reported),
             "rules_used": sum(1 for s in shown if s.resident and s.id in used),
             "used_useful": sum(1 for s in shown if s.id in used and fit(s)),
             "misapplied": out.misapplied,
-            "from_memory": len(out.covered_from_memory), "misleading": out.n_misleading, "lesson": out.lesson_skill,
-            "lesson_merged": merged, "ids": [s.id for s in shown],
+            "from_memory": len(out.covered_from_memory),
+            "misleading": out.n_misleading,
+            "lesson": out.lesson_skill,
+            "lesson_merged": merged,
+            "ids": [s.id for s in shown],
         }
 
-    def _record(self, eng: Engine, episode_id: int, op: Operator, situation: Situation, out: Outcome,
-                index: int) -> bool | None:
+    def _record(self, eng: Engine, episode_id: int, op: Operator, situation: Situation, out: Outcome, index: int) -> bool | None:
         """Store the attempts, the reported adoptions and the lesson; whether
         the engine merged the lesson into an existing item (None: no lesson)."""
         best_attempt = None
@@ -190,8 +249,10 @@ class _Run:
             title, content = lesson_text(skill, op.family, op.name, out.speedup or 1.0)
             lesson = Lesson(title=title, content=content, tags=[op.family, op.name])
         report = eng.record_adoption(
-            episode_id, [Adoption(id=i, evidence="applied in the kernel") for i in out.reported],
-            attempt_id=best_attempt, lesson=lesson,
+            episode_id,
+            [Adoption(id=i, evidence="applied in the kernel") for i in out.reported],
+            attempt_id=best_attempt,
+            lesson=lesson,
         )
         if report.new_item is not None and not report.lesson_merged:
             self.truth[report.new_item.id] = Truth(frozenset([out.lesson_skill]), frozenset([op.family]))
@@ -211,8 +272,7 @@ class _Run:
             if item.kind != "rule" or not item.derived_from:
                 raise RuntimeError(f"item {item_id} ({item.kind}) appeared without a known origin")
             parts = [self._truth(i) for i in item.derived_from]
-            self.truth[item_id] = Truth(frozenset().union(*(p.skills for p in parts)),
-                                        frozenset().union(*(p.families for p in parts)))
+            self.truth[item_id] = Truth(frozenset().union(*(p.skills for p in parts)), frozenset().union(*(p.families for p in parts)))
         return self.truth[item_id]
 
     def _ndcg(self, op: Operator, index: int, situation: Situation, shown: list[Shown]) -> tuple[float | None, float | None]:
@@ -248,8 +308,15 @@ class _Run:
 
     def _snapshot(self, t: int) -> dict[str, Any]:
         if self.engine is None:
-            return {"fidelity": None, "rulebook_precision": None, "rules": 0, "rule_tokens": 0, "items": 0,
-                    "misleading_rules": 0, "consolidations": 0}
+            return {
+                "fidelity": None,
+                "rulebook_precision": None,
+                "rules": 0,
+                "rule_tokens": 0,
+                "items": 0,
+                "misleading_rules": 0,
+                "consolidations": 0,
+            }
         seen = [it for it in self._items() + self._items("merged") if it.n_retrieved > 0]
         values = [(it.utility, self.world.value(self._truth(it.id), t)) for it in seen]
         rules = self.engine.resident_rules()
@@ -272,9 +339,14 @@ def _eval_result(op: Operator, status: str, ms: float | None) -> EvalResult:
     timing = lambda t: TimingStats(median_ms=t, iqr_ms=0.0, mean_ms=t, min_ms=t, reps=20)  # noqa: E731
     correct = status == "correct"
     return EvalResult(
-        status=status, task=op.name, backend="npu", hardware="simulated",
+        status=status,
+        task=op.name,
+        backend="npu",
+        hardware="simulated",
         candidate_hash=hashlib.sha256(f"{op.name}:{ms}".encode()).hexdigest()[:16],
-        correct=correct, reference_timing=timing(op.t_ref_ms), candidate_timing=timing(ms) if correct and ms else None,
+        correct=correct,
+        reference_timing=timing(op.t_ref_ms),
+        candidate_timing=timing(ms) if correct and ms else None,
         speedup=op.t_ref_ms / ms if correct and ms else None,
         message="" if correct else f"simulated {status}",
     )

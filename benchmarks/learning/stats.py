@@ -63,8 +63,7 @@ def paired(a: Sequence[float | None], b: Sequence[float | None], m: int = 1, alp
     (Bonferroni, level 1 - alpha / m) and the unadjusted two-sided p-value."""
     diffs = [x - y for x, y in zip(a, b) if x is not None and y is not None]
     n = len(diffs)
-    out: dict[str, float | int | None] = {"mean": None, "lo": None, "hi": None, "lo_adj": None, "hi_adj": None,
-                                          "p": None, "n": n}
+    out: dict[str, float | int | None] = {"mean": None, "lo": None, "hi": None, "lo_adj": None, "hi_adj": None, "p": None, "n": n}
     if n == 0:
         return out
     mean = sum(diffs) / n
@@ -78,8 +77,7 @@ def paired(a: Sequence[float | None], b: Sequence[float | None], m: int = 1, alp
         return out
     half = t_quantile(1 - alpha / 2, n - 1) * se
     half_adj = t_quantile(1 - alpha / (2 * m), n - 1) * se
-    out.update(lo=mean - half, hi=mean + half, lo_adj=mean - half_adj, hi_adj=mean + half_adj,
-               p=t_sf2(mean / se, n - 1))
+    out.update(lo=mean - half, hi=mean + half, lo_adj=mean - half_adj, hi_adj=mean + half_adj, p=t_sf2(mean / se, n - 1))
     return out
 
 

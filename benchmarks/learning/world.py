@@ -112,7 +112,7 @@ def build_world(sim: SimConfig, seed: int) -> World:
     fams = list(FAMILIES)
     rng.shuffle(fams)
     train = fams[: sim.n_train_families]
-    heldout = fams[sim.n_train_families: sim.n_train_families + sim.n_heldout_families]
+    heldout = fams[sim.n_train_families : sim.n_train_families + sim.n_heldout_families]
     affine: dict[str, tuple[str, ...]] = {}
     operators: dict[str, Operator] = {}
     for fam in train + heldout:
@@ -173,7 +173,9 @@ def _crowd(sim: SimConfig, rng: random.Random, fams: list[Family], affine: dict[
             item = NewItem(
                 title=f"{skill.phrase} notes for {op}",
                 content=f"While writing {op} ({fam.name} family) we looked at {skill.phrase} for the {skill.cue} case. {noise.advice}",
-                tags=[fam.name, op], operator=op, family=fam.name,
+                tags=[fam.name, op],
+                operator=op,
+                family=fam.name,
             )
             out.append((item, Truth(frozenset([noise.id]), frozenset([fam.name]))))
     return out
@@ -183,7 +185,9 @@ def family_item(skill: Skill, family: str, operator: str) -> NewItem:
     return NewItem(
         title=f"{skill.phrase} in {family} kernels",
         content=f"Seen while writing {operator} ({family} family): {skill.advice}",
-        tags=[family, operator], operator=operator, family=family,
+        tags=[family, operator],
+        operator=operator,
+        family=family,
     )
 
 

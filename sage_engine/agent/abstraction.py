@@ -56,8 +56,11 @@ class LLMAbstractor:
             raise InvalidInput("cannot abstract an empty cluster")
         message = prompt.abstraction_message(cluster, _stats(cluster))
         resp = self.llm.complete(
-            prompt.abstraction_system(), [{"role": "user", "content": message}], [prompt.WRITE_RULE],
-            tool_choice=prompt.WRITE_RULE.name, max_tokens=self.max_tokens,
+            prompt.abstraction_system(),
+            [{"role": "user", "content": message}],
+            [prompt.WRITE_RULE],
+            tool_choice=prompt.WRITE_RULE.name,
+            max_tokens=self.max_tokens,
         )
         self.usage.add(resp.usage)
         call = next((c for c in resp.tool_calls if c.name == prompt.WRITE_RULE.name), None)

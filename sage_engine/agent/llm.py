@@ -73,8 +73,13 @@ class LLM(Protocol):
     model: str
 
     def complete(
-        self, system: str, messages: Sequence[dict[str, Any]], tools: Sequence[ToolSpec], *,
-        tool_choice: str | None = None, max_tokens: int | None = None,
+        self,
+        system: str,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[ToolSpec],
+        *,
+        tool_choice: str | None = None,
+        max_tokens: int | None = None,
     ) -> Response:
         """One call. `tool_choice` names a tool the model must call, or None
         to let it answer in text (so it can reason before submitting)."""
@@ -89,8 +94,18 @@ class AnthropicLLM:
 
     provider = "anthropic"
 
-    def __init__(self, model: str, *, client: Any = None, api_key: str | None = None, base_url: str | None = None,
-                 max_tokens: int = 8192, max_retries: int = 4, timeout_s: float = 600.0, prompt_cache: bool = True):
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: Any = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int = 8192,
+        max_retries: int = 4,
+        timeout_s: float = 600.0,
+        prompt_cache: bool = True,
+    ):
         import anthropic
 
         self.model = model
@@ -117,7 +132,8 @@ class AnthropicLLM:
             # One submission per turn: each one is evaluated before the next is written.
             kwargs["tool_choice"] = (
                 {"type": "tool", "name": tool_choice, "disable_parallel_tool_use": True}
-                if tool_choice else {"type": "auto", "disable_parallel_tool_use": True}
+                if tool_choice
+                else {"type": "auto", "disable_parallel_tool_use": True}
             )
         try:
             msg = self.client.messages.create(**kwargs)
@@ -175,8 +191,16 @@ class OpenAICompatLLM:
 
     provider = "openai"
 
-    def __init__(self, model: str, *, base_url: str, api_key: str | None = None, http_client: Any = None,
-                 max_tokens: int = 8192, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        http_client: Any = None,
+        max_tokens: int = 8192,
+        timeout_s: float = 600.0,
+    ):
         import httpx
 
         if not base_url:
@@ -254,7 +278,8 @@ def to_openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
             msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) or None}
             calls = [
                 {"id": b["id"], "type": "function", "function": {"name": b["name"], "arguments": json.dumps(b["input"])}}
-                for b in content if b.get("type") == "tool_use"
+                for b in content
+                if b.get("type") == "tool_use"
             ]
             if calls:
                 msg["tool_calls"] = calls
@@ -271,8 +296,7 @@ def to_openai_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def make_llm(provider: str, model: str, *, base_url: str | None = None, api_key: str | None = None,
-             max_tokens: int = 8192) -> LLM:
+def make_llm(provider: str, model: str, *, base_url: str | None = None, api_key: str | None = None, max_tokens: int = 8192) -> LLM:
     """The client for `provider`; keys come from the caller (the CLI reads
     ANTHROPIC_API_KEY / OPENAI_API_KEY), never from deep inside the loop."""
     if provider == "anthropic":

@@ -78,8 +78,15 @@ class EpisodeOutcome:
 
 
 def solve_task(
-    engine: "Engine", llm: LLM, task_ref: str, settings: AgentSettings, *, order: int = 0,
-    resume_episode: int | None = None, stop: threading.Event | None = None, events: Events | None = None,
+    engine: "Engine",
+    llm: LLM,
+    task_ref: str,
+    settings: AgentSettings,
+    *,
+    order: int = 0,
+    resume_episode: int | None = None,
+    stop: threading.Event | None = None,
+    events: Events | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EpisodeOutcome:
     return _Episode(engine, llm, task_ref, settings, order, resume_episode, stop, events, progress).run()
@@ -96,8 +103,9 @@ class _Episode:
         self.say = progress or (lambda m: None)
         self.usage = Usage()
         self.task: Task = engine.load_task(task_ref)
-        self.record = TaskRecord(task=self.task.id, name=self.task.name, operator=self.task.operator,
-                                 family=self.task.family, level=self.task.level, order=order)
+        self.record = TaskRecord(
+            task=self.task.id, name=self.task.name, operator=self.task.operator, family=self.task.family, level=self.task.level, order=order
+        )
         self.resume_episode = resume_episode
         self.episode_id: int | None = None
         self.shown: set[int] = set()
@@ -134,8 +142,9 @@ class _Episode:
             # in it; a fresh episode would leave it to be closed and credited
             # later as a half episode.
             try:
-                result = self.engine.retrieve(self.ref, backend=self.s.backend, k=self.s.k,
-                                              episode_id=self.resume_episode, client=self.s.client)
+                result = self.engine.retrieve(
+                    self.ref, backend=self.s.backend, k=self.s.k, episode_id=self.resume_episode, client=self.s.client
+                )
             except (Conflict, NotFound, InvalidInput) as exc:
                 log.info("episode %s cannot be continued (%s); starting a new one", self.resume_episode, exc)
         if result is None:
@@ -162,12 +171,23 @@ class _Episode:
                     self.record.stop = "no_submission"
                     self.record.notes.append("the model stopped submitting before any kernel was correct")
                     return
-                cut = (" Your reply was cut off at the output limit: keep the module shorter."
-                       if resp.stop_reason in ("max_tokens", "length") else "")
-                self.messages.append({"role": "user", "content": self._results(resp.tool_calls) + [{
-                    "type": "text",
-                    "text": "No correct kernel yet. Call submit_kernel with the full module defining ModelNew." + cut,
-                }]})
+                cut = (
+                    " Your reply was cut off at the output limit: keep the module shorter."
+                    if resp.stop_reason in ("max_tokens", "length")
+                    else ""
+                )
+                self.messages.append(
+                    {
+                        "role": "user",
+                        "content": self._results(resp.tool_calls)
+                        + [
+                            {
+                                "type": "text",
+                                "text": "No correct kernel yet. Call submit_kernel with the full module defining ModelNew." + cut,
+                            }
+                        ],
+                    }
+                )
                 continue
             nudges = 0
             call, extra = calls[0], [c for c in resp.tool_calls if c is not calls[0]]
@@ -185,8 +205,7 @@ class _Episode:
             invalid = _invalid(self.task.id, self.s.backend, "submit_kernel needs `code`: the full module source")
             self.attempts.append(Attempt(round_no, invalid, ""))
             self.record.statuses.append("rejected")
-            return (f"Round {round_no} of {self.s.rounds}: rejected\n"
-                    "submit_kernel needs `code`: the full module source defining ModelNew.")
+            return f"Round {round_no} of {self.s.rounds}: rejected\nsubmit_kernel needs `code`: the full module source defining ModelNew."
         report = adopted if self.s.strategy.report_adoptions else []
         self._check_stop()
         self.say(f"round {round_no}: evaluating")
@@ -213,16 +232,23 @@ class _Episode:
             self.record.attempt_ids.append(result.attempt_id)
         if result.correct and (self.best is None or _ms(result) < _ms(self.best.result)):
             self.best = attempt
-        self.emit({"event": "round", "task": self.task.id, "round": round_no, "status": result.status,
-                   "speedup": result.speedup, "attempt_id": result.attempt_id})
+        self.emit(
+            {
+                "event": "round",
+                "task": self.task.id,
+                "round": round_no,
+                "status": result.status,
+                "speedup": result.speedup,
+                "attempt_id": result.attempt_id,
+            }
+        )
         return prompt.feedback(result, round_no=round_no, rounds=self.s.rounds, best=self._best_text(), ignored_ids=ignored)
 
     def _evaluate(self, code: str, adopted: list[Adoption], round_no: int) -> EvalResult:
         def progress(done: float, total: float | None, message: str) -> None:
             self.say(f"round {round_no}: {message}")
 
-        return self.engine.evaluate(code, self.ref, backend=self.s.backend, episode_id=self.episode_id,
-                                    adopted=adopted, progress=progress)
+        return self.engine.evaluate(code, self.ref, backend=self.s.backend, episode_id=self.episode_id, adopted=adopted, progress=progress)
 
     def _finish_episode(self, system: str) -> None:
         """Ask for the lesson, then close the episode through record_adoption."""
@@ -230,8 +256,13 @@ class _Episode:
         pending = self._pending_results()
         self.messages.append({"role": "user", "content": pending + [{"type": "text", "text": prompt.lesson_prompt(outcome)}]})
         lesson = None
-        resp = self._call(system, [prompt.SUBMIT_KERNEL, prompt.RECORD_LESSON], prompt.RECORD_LESSON.name,
-                          "writing the lesson", max_tokens=LESSON_MAX_TOKENS)
+        resp = self._call(
+            system,
+            [prompt.SUBMIT_KERNEL, prompt.RECORD_LESSON],
+            prompt.RECORD_LESSON.name,
+            "writing the lesson",
+            max_tokens=LESSON_MAX_TOKENS,
+        )
         self.messages.append(resp.assistant_message())
         call = next((c for c in resp.tool_calls if c.name == prompt.RECORD_LESSON.name), None)
         if call is not None:
@@ -263,8 +294,17 @@ class _Episode:
         if report.consolidation is not None:
             c = report.consolidation
             self.record.consolidation_id = c.consolidation_id
-            self.emit({"event": "consolidation", "task": self.task.id, "consolidation_id": c.consolidation_id,
-                       "promoted": c.promoted, "demoted": c.demoted, "abstraction": c.abstraction, "notes": c.notes})
+            self.emit(
+                {
+                    "event": "consolidation",
+                    "task": self.task.id,
+                    "consolidation_id": c.consolidation_id,
+                    "promoted": c.promoted,
+                    "demoted": c.demoted,
+                    "abstraction": c.abstraction,
+                    "notes": c.notes,
+                }
+            )
 
     # ---------------------------------------------------------------- helpers
 
@@ -315,8 +355,12 @@ class _Episode:
         """A tool_result for every tool call not otherwise answered: the API
         requires one per call before the conversation can go on."""
         return [
-            {"type": "tool_result", "tool_use_id": c.id,
-             "content": text or f"{c.name} was not run: one submission per turn.", "is_error": not text}
+            {
+                "type": "tool_result",
+                "tool_use_id": c.id,
+                "content": text or f"{c.name} was not run: one submission per turn.",
+                "is_error": not text,
+            }
             for c in calls
         ]
 

@@ -67,8 +67,7 @@ SUBMIT_KERNEL = ToolSpec(
             "adopted_ids": {
                 "type": "array",
                 "description": (
-                    "Memory items (ids shown as [#id]) whose advice this code actually follows. "
-                    "Leave out items you did not use."
+                    "Memory items (ids shown as [#id]) whose advice this code actually follows. Leave out items you did not use."
                 ),
                 "items": {
                     "type": "object",
@@ -132,18 +131,19 @@ def system_prompt(backend: str, rounds: int, *, with_memory: bool) -> str:
             " In `adopted_ids` list the memory items whose advice your code actually follows, each with one line "
             "of evidence (where the code applies it). List only items you really used: SAGE learns from this "
             "which memories help, and ignoring an item that does not fit is fine."
-            if with_memory else " No memory is shown in this run: pass an empty `adopted_ids` list."
+            if with_memory
+            else " No memory is shown in this run: pass an empty `adopted_ids` list."
         ),
     )
 
 
-def task_message(task: "Task", *, rules: Sequence[ScoredItem] = (), items: Sequence[ScoredItem] = (),
-                 with_memory: bool = True) -> str:
+def task_message(task: "Task", *, rules: Sequence[ScoredItem] = (), items: Sequence[ScoredItem] = (), with_memory: bool = True) -> str:
     cases = "\n".join(f"- {json.dumps(c)}" for c in task.case_rows) if task.cases else "- the module defaults"
     forbid = f"Forbidden calls (they are the operator itself): {', '.join(task.forbid)}\n" if task.forbid else ""
     tolerance = (
         ", ".join(f"{d}: atol {t.get('atol')}, rtol {t.get('rtol')}" for d, t in task.tolerance.items())
-        if task.tolerance else "fp32 atol=rtol=1e-4, fp16/bf16 atol=rtol=1e-2, integers exact"
+        if task.tolerance
+        else "fp32 atol=rtol=1e-4, fp16/bf16 atol=rtol=1e-2, integers exact"
     )
     memory = ""
     if with_memory:
@@ -152,9 +152,17 @@ def task_message(task: "Task", *, rules: Sequence[ScoredItem] = (), items: Seque
             items="\n\n".join(render_item(i, show_stats=True) for i in items) or "(nothing relevant found)",
         )
     return template("task").substitute(
-        task_id=task.id, name=task.name, operator=task.operator, family=task.family, level=task.level,
-        description=task.description or "(no description)", cases=cases, forbid=forbid, tolerance=tolerance,
-        reference=task.reference_source.strip(), memory=memory,
+        task_id=task.id,
+        name=task.name,
+        operator=task.operator,
+        family=task.family,
+        level=task.level,
+        description=task.description or "(no description)",
+        cases=cases,
+        forbid=forbid,
+        tolerance=tolerance,
+        reference=task.reference_source.strip(),
+        memory=memory,
     )
 
 
@@ -200,8 +208,9 @@ def feedback(result: EvalResult, *, round_no: int, rounds: int, best: str | None
             f"candidate {cand.median_ms:.4g} ms (IQR {cand.iqr_ms:.2g})"
         )
     if result.speedup is not None:
-        lines.append(f"Speedup over the reference: {result.speedup:.3g}x"
-                     + (f" ({result.speedup_note})" if result.speedup_trusted is False else ""))
+        lines.append(
+            f"Speedup over the reference: {result.speedup:.3g}x" + (f" ({result.speedup_note})" if result.speedup_trusted is False else "")
+        )
     if result.profile is not None and result.profile.summary:
         lines.append(f"Where the time goes: {result.profile.summary}")
     if result.suspicious_speedup and result.speedup_trusted is not False:
@@ -234,13 +243,18 @@ def abstraction_system() -> str:
 def abstraction_message(cluster, stats: str) -> str:
     parts = [f"Experiences ({len(cluster)}), with their record: {stats}", ""]
     for it in cluster:
-        meta = ", ".join(filter(None, [
-            f"operators adopted by: {', '.join(sorted(set(it.operators_adopted))) or 'none'}",
-            f"family {it.family}" if it.family else "",
-            f"backend {it.backend}" if it.backend else "",
-            f"hardware {it.hardware}" if it.hardware else "",
-            f"utility {it.utility:+.2f}, adopted {it.n_adopted}x",
-        ]))
+        meta = ", ".join(
+            filter(
+                None,
+                [
+                    f"operators adopted by: {', '.join(sorted(set(it.operators_adopted))) or 'none'}",
+                    f"family {it.family}" if it.family else "",
+                    f"backend {it.backend}" if it.backend else "",
+                    f"hardware {it.hardware}" if it.hardware else "",
+                    f"utility {it.utility:+.2f}, adopted {it.n_adopted}x",
+                ],
+            )
+        )
         parts.append(f"[#{it.id}] {it.title}\n({meta})\n{it.content.strip()}")
         if it.code:
             parts.append(f"```python\n{it.code.strip()[:MAX_ITEM_CODE_CHARS]}\n```")

@@ -138,9 +138,10 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report.get("consolidations"):
         out += ["", "## Consolidations", ""]
         for c in report["consolidations"]:
-            out.append(f"- #{c.get('consolidation_id')} after {c.get('task')}: promoted {c.get('promoted')}, "
-                       f"demoted {c.get('demoted')}, abstraction {c.get('abstraction')}"
-                       + (f"; {'; '.join(c['notes'])}" if c.get("notes") else ""))
+            out.append(
+                f"- #{c.get('consolidation_id')} after {c.get('task')}: promoted {c.get('promoted')}, "
+                f"demoted {c.get('demoted')}, abstraction {c.get('abstraction')}" + (f"; {'; '.join(c['notes'])}" if c.get("notes") else "")
+            )
     if report.get("plots"):
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in report["plots"]]
     return "\n".join(out) + "\n"
@@ -199,8 +200,12 @@ def write_plots(folder: Path, records: Sequence[TaskRecord], *, title: str = "")
     ax = fig.subplots()
     solved = [(i, r.best_speedup) for i, r in enumerate(recs) if r.solved and r.best_speedup]
     floor = min([s for _, s in solved] + [1.0]) / 2
-    ax.bar([i for i, _ in solved], [s - floor for _, s in solved], bottom=floor,
-           color=["tab:green" if s > 1 else "tab:orange" for _, s in solved])
+    ax.bar(
+        [i for i, _ in solved],
+        [s - floor for _, s in solved],
+        bottom=floor,
+        color=["tab:green" if s > 1 else "tab:orange" for _, s in solved],
+    )
     unsolved = [i for i, r in enumerate(recs) if not r.solved]
     ax.plot(unsolved, [floor * 1.05] * len(unsolved), "x", color="tab:red", ms=8, label="unsolved")
     ax.set_yscale("log")

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def select_tasks(engine: "Engine", suite: str, *, level: int | None = None, family: str | None = None,
-                 tasks: Sequence[str] = ()) -> list[str]:
+def select_tasks(
+    engine: "Engine", suite: str, *, level: int | None = None, family: str | None = None, tasks: Sequence[str] = ()
+) -> list[str]:
     """Task references in a stable order. `suite` is `bundled` or a directory
     of task folders; `tasks` keeps only those ids (in the order given)."""
     if suite == "bundled":
@@ -48,8 +49,7 @@ def select_tasks(engine: "Engine", suite: str, *, level: int | None = None, fami
         root = Path(suite).expanduser()
         if not root.is_dir():
             raise InvalidInput(f"--suite must be 'bundled' or a directory of task folders; {suite!r} is neither")
-        found = {t.id: str(t.reference_path.parent) for t in list_suite(root, level=level, family=family)
-                 if t.reference_path is not None}
+        found = {t.id: str(t.reference_path.parent) for t in list_suite(root, level=level, family=family) if t.reference_path is not None}
     if tasks:
         missing = [t for t in tasks if t not in found]
         if missing:
@@ -76,8 +76,16 @@ class RunOutcome:
 
 
 class Runner:
-    def __init__(self, engine: "Engine", llm: LLM, settings: RunSettings, state: RunState, *,
-                 console: "Console | None" = None, write_report: bool = True):
+    def __init__(
+        self,
+        engine: "Engine",
+        llm: LLM,
+        settings: RunSettings,
+        state: RunState,
+        *,
+        console: "Console | None" = None,
+        write_report: bool = True,
+    ):
         self.engine, self.llm, self.settings, self.state = engine, llm, settings, state
         self.console = console
         self.write_report = write_report
@@ -90,8 +98,12 @@ class Runner:
             )
         price = Price(*settings.price) if settings.price else None
         self.agent = AgentSettings(
-            strategy=strategy, rounds=settings.rounds, backend=settings.backend, k=settings.k,
-            max_tokens=settings.max_tokens, price=price,
+            strategy=strategy,
+            rounds=settings.rounds,
+            backend=settings.backend,
+            k=settings.k,
+            max_tokens=settings.max_tokens,
+            price=price,
             client=f"sage-run:{settings.run_id}",
         )
 
@@ -131,8 +143,14 @@ class Runner:
                     stopped = "interrupted (Ctrl-C)"
                     self._halt(pool, futures)
                     wait(set(futures))
-                first_error = next((f.exception() for f in futures if not f.cancelled() and f.exception() is not None
-                                    and not isinstance(f.exception(), Interrupted)), None)
+                first_error = next(
+                    (
+                        f.exception()
+                        for f in futures
+                        if not f.cancelled() and f.exception() is not None and not isinstance(f.exception(), Interrupted)
+                    ),
+                    None,
+                )
         finally:
             if stopped:
                 self.state.append({"event": "stopped", "reason": stopped})
@@ -171,16 +189,24 @@ class Runner:
             self.state.append({"event": "started", "task": tid, "episode_id": None})
         try:
             outcome = solve_task(
-                self.engine, self.llm, ref, self.agent, order=order, resume_episode=resume, stop=self.stop,
-                events=self._event, progress=lambda msg: progress.update(line, f"{tid}: {msg}"),
+                self.engine,
+                self.llm,
+                ref,
+                self.agent,
+                order=order,
+                resume_episode=resume,
+                stop=self.stop,
+                events=self._event,
+                progress=lambda msg: progress.update(line, f"{tid}: {msg}"),
             )
         except BaseException:
             progress.finish(line, None)
             raise
         if outcome.best_code:
             self.state.write_text("candidates", f"{tid}.py", outcome.best_code)
-        self.state.write_text("transcripts", f"{tid}.json",
-                              json.dumps({"system": outcome.system, "messages": outcome.messages}, indent=1, ensure_ascii=False))
+        self.state.write_text(
+            "transcripts", f"{tid}.json", json.dumps({"system": outcome.system, "messages": outcome.messages}, indent=1, ensure_ascii=False)
+        )
         record = self.state.finish(outcome.record)
         progress.finish(line, record)
         return record
@@ -201,8 +227,9 @@ class _Progress:
         if console is not None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TimeElapsedColumn(), console=console, transient=False)
+            self._progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console, transient=False
+            )
             self._overall = self._progress.add_task("tasks", total=total, completed=done)
         self.solved = 0
 
@@ -234,8 +261,11 @@ class _Progress:
             if record is not None:
                 self.solved += record.solved
                 self._progress.advance(self._overall)
-                speed = f" {record.best_speedup:.2f}x" if record.best_speedup else (
-                    f" {record.best_speedup_unverified:.2f}x (unverified)" if record.best_speedup_unverified else "")
+                speed = (
+                    f" {record.best_speedup:.2f}x"
+                    if record.best_speedup
+                    else (f" {record.best_speedup_unverified:.2f}x (unverified)" if record.best_speedup_unverified else "")
+                )
                 mark = "[green]solved[/green]" if record.solved else f"[red]{record.best_status or 'unsolved'}[/red]"
                 self._progress.console.print(
                     f"{record.task}: {mark}{speed} in {record.rounds_used} round(s), "
@@ -261,14 +291,28 @@ def preview_prompts(engine: "Engine", refs: Sequence[str], *, strategy: str, bac
             resident = {r.id for r in rules}
             items = [i for i in engine.search_items(query, k=k + len(resident), backend=backend) if i.id not in resident][:k]
         shown_rules = [_as_scored(r, i + 1) for i, r in enumerate(rules)]
-        parts.append(f"===== first user message: {task.id} =====\n"
-                     + prompt.task_message(task, rules=shown_rules, items=items, with_memory=with_memory))
+        parts.append(
+            f"===== first user message: {task.id} =====\n"
+            + prompt.task_message(task, rules=shown_rules, items=items, with_memory=with_memory)
+        )
     return "\n\n".join(parts) + "\n"
 
 
 def _as_scored(item, rank: int):
     from sage_engine.models import ScoredItem
 
-    return ScoredItem(id=item.id, kind=item.kind, title=item.title, content=item.content, code=item.code, tags=item.tags,
-                      utility=round(item.utility, 4), n_adopted=item.n_adopted, adoption_rate=round(item.adoption_rate, 4),
-                      similarity=1.0, exploration=0.0, score=item.utility, rank=rank)
+    return ScoredItem(
+        id=item.id,
+        kind=item.kind,
+        title=item.title,
+        content=item.content,
+        code=item.code,
+        tags=item.tags,
+        utility=round(item.utility, 4),
+        n_adopted=item.n_adopted,
+        adoption_rate=round(item.adoption_rate, 4),
+        similarity=1.0,
+        exploration=0.0,
+        score=item.utility,
+        rank=rank,
+    )

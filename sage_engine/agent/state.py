@@ -79,10 +79,12 @@ class TaskRecord(BaseModel):
     first_correct_ms: float | None = None
     best_ms: float | None = None
     first_correct_speedup: float | None = None
-    best_speedup: float | None = Field(None, description="Best kernel vs the reference (reference ms / candidate ms); "
-                                                         "None where it is unverified")
+    best_speedup: float | None = Field(
+        None, description="Best kernel vs the reference (reference ms / candidate ms); None where it is unverified"
+    )
     best_speedup_unverified: float | None = Field(
-        None, description="The best kernel's speedup where it is unverified (not counted in fast_p or the means)")
+        None, description="The best kernel's speedup where it is unverified (not counted in fast_p or the means)"
+    )
     shown_ids: list[int] = Field(default_factory=list)
     adopted_ids: list[int] = Field(default_factory=list, description="Adoptions reported to the engine")
     claimed_ids: list[int] = Field(default_factory=list, description="Adoptions the model claimed (all strategies)")

@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 CLOSE_WAIT_S = 10.0  # closing cancels evaluations in flight and waits this long for them to return
 
 
-
 def check_call(config: Config, candidate_source: str, trials: int | None) -> int:
     """The caller's part of an evaluation, checked once whichever way it
     runs (here, or on a cluster's host): the source, and the trials (the
@@ -54,8 +53,9 @@ def check_call(config: Config, candidate_source: str, trials: int | None) -> int
     if not isinstance(candidate_source, str) or not candidate_source.strip():
         raise InvalidInput("the candidate source is empty; pass the code of a module defining class ModelNew")
     if len(candidate_source) > config.max_candidate_chars:
-        raise InvalidInput(f"the candidate is {len(candidate_source)} characters; the limit is "
-                           f"{config.max_candidate_chars} (Config.max_candidate_chars)")
+        raise InvalidInput(
+            f"the candidate is {len(candidate_source)} characters; the limit is {config.max_candidate_chars} (Config.max_candidate_chars)"
+        )
     n_trials = config.correctness_trials if trials is None else trials
     if not isinstance(n_trials, int) or isinstance(n_trials, bool) or not 1 <= n_trials <= config.max_trials:
         raise InvalidInput(f"trials must be an integer from 1 to {config.max_trials}, got {trials!r}")
@@ -63,17 +63,24 @@ def check_call(config: Config, candidate_source: str, trials: int | None) -> int
 
 
 def limits_only_note(confinement: confine.Confinement) -> Diagnostic:
-    return Diagnostic(severity="warning", category="confinement",
-                      message=f"confinement: limits-only ({confinement.detail}); the candidate could reach your "
-                              f"files, the network and other processes. Fix: {confinement.fix}")
+    return Diagnostic(
+        severity="warning",
+        category="confinement",
+        message=f"confinement: limits-only ({confinement.detail}); the candidate could reach your "
+        f"files, the network and other processes. Fix: {confinement.fix}",
+    )
 
 
 class Harness:
     def __init__(self, config: Config):
         self.config = config
         self.confinement = confinement_for(config)
-        self.pool = WorkerPool(warm=config.warm_pool, threads=config.eval_threads,
-                               sandboxing=sandboxing_for(config, self.confinement), slots=config.eval_workers)
+        self.pool = WorkerPool(
+            warm=config.warm_pool,
+            threads=config.eval_threads,
+            sandboxing=sandboxing_for(config, self.confinement),
+            slots=config.eval_workers,
+        )
         self._backends: dict[str, Backend] = {}
         self._cluster: RayExecutor | None = None
         self._lock = threading.Lock()
@@ -116,8 +123,7 @@ class Harness:
         name = backend or self.config.backend
         if self.config.executor == "ray":
             # Checked where it runs: the cluster host's backends and sandbox.
-            return self.cluster.evaluate(task, candidate_source, backend=name, trials=n_trials, progress=progress,
-                                         cancel=cancel)
+            return self.cluster.evaluate(task, candidate_source, backend=name, trials=n_trials, progress=progress, cancel=cancel)
         chosen = self.backend(name)
         status = self.backend_status(name)
         if not status.ready:
@@ -129,11 +135,11 @@ class Harness:
             self._refuse_when_full()
             self._active.add(handle)
         began = time.monotonic()
-        stamp = Stamp(self.confinement.mode, socket.gethostname(),
-                      () if self.confinement.confined else (limits_only_note(self.confinement),))
+        stamp = Stamp(
+            self.confinement.mode, socket.gethostname(), () if self.confinement.confined else (limits_only_note(self.confinement),)
+        )
         try:
-            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle,
-                                     stamp=stamp)
+            result = chosen.evaluate(task, candidate_source, trials=n_trials, progress=progress, cancel=handle, stamp=stamp)
             if handle.is_set():
                 raise Cancelled("the evaluation was cancelled; nothing was recorded")
         finally:
@@ -150,9 +156,12 @@ class Harness:
         waiting = len(self._active) - self.pool.n_slots
         if bound and waiting >= bound:
             retry = max(1.0, round((waiting + 1) * self._took_s / self.pool.n_slots))
-            raise Busy(f"{waiting} evaluation(s) already wait for this server's {self.pool.n_slots} "
-                       f"worker(s) (eval_queue_max {bound}); nothing was run or recorded: try again in about "
-                       f"{retry:.0f} s", retry_after_s=retry)
+            raise Busy(
+                f"{waiting} evaluation(s) already wait for this server's {self.pool.n_slots} "
+                f"worker(s) (eval_queue_max {bound}); nothing was run or recorded: try again in about "
+                f"{retry:.0f} s",
+                retry_after_s=retry,
+            )
 
     def hosts(self) -> list["HostSlots"]:
         """Where evaluations run: this host, or the cluster's hosts and their free slots."""
@@ -190,8 +199,16 @@ _here: dict[str, Harness] = {}
 _here_lock = threading.Lock()
 
 
-def evaluate_here(config: Config, task: Task, source: str, *, backend: str, trials: int | None,
-                  progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult:
+def evaluate_here(
+    config: Config,
+    task: Task,
+    source: str,
+    *,
+    backend: str,
+    trials: int | None,
+    progress: ProgressCallback | None,
+    cancel: threading.Event | None,
+) -> EvalResult:
     """One evaluation on this host, for a cluster host (`cluster/ray.py`): one
     harness (and warm worker pool) per process and config, since Ray reuses
     its worker processes and later evaluations then start warm."""

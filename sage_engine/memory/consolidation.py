@@ -46,8 +46,7 @@ def is_eligible(s: GateStats, config: Config) -> bool:
     if it.utility <= config.ugc_min_utility:
         return False
     if config.ugc_use_lcb:
-        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z,
-                                     config.ugc_lcb_min_count)
+        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z, config.ugc_lcb_min_count)
         return lcb > config.ugc_min_utility
     return True
 
@@ -96,10 +95,7 @@ class DeterministicAbstractor:
         rule = lead.content.strip()
         adoptions = sum(it.n_adopted for it in cluster)
         mean_u = sum(it.utility for it in cluster) / len(cluster)
-        rationale = (
-            f"Adopted {adoptions} times across {len(operators)} operators; "
-            f"mean utility {mean_u:+.2f} after measured outcomes."
-        )
+        rationale = f"Adopted {adoptions} times across {len(operators)} operators; mean utility {mean_u:+.2f} after measured outcomes."
         when_not = "compile_and_bench measures otherwise"
         return RuleDraft(
             title=lead.title.strip(),
@@ -144,6 +140,7 @@ def choose_rulebook(rules: Sequence[Item], config: Config, budget_tokens: int) -
     stays a candidate down to the (lower) demote threshold. p has a small
     floor so a fresh rule with no adoptions yet can still be ranked.
     """
+
     def value(r: Item) -> float:
         return r.utility * max(r.adoption_rate, config.ugc_adoption_floor) / max(r.tokens, 1)
 
@@ -193,8 +190,7 @@ def common_task_words(queries: Sequence[str], config: Config) -> frozenset[str]:
     return frozenset(w for w, n in seen.items() if n > config.ugc_trigger_max_share * len(queries))
 
 
-def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config,
-               common: frozenset[str] = frozenset()) -> RuleScope:
+def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config, common: frozenset[str] = frozenset()) -> RuleScope:
     families = sorted({f for it in cluster for f in it.families_adopted} | {it.family for it in cluster if it.family})
     operators = sorted({op for it in cluster for op in it.operators_adopted})
     # Cross-family only with adoption in enough families: otherwise the rule
@@ -209,14 +205,12 @@ def rule_scope(cluster: Sequence[Item], draft: RuleDraft, config: Config,
     )
 
 
-def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int,
-                  common: frozenset[str] = frozenset()) -> list[str]:
+def trigger_terms(cluster: Sequence[Item], draft: RuleDraft, limit: int, common: frozenset[str] = frozenset()) -> list[str]:
     """The words at least half the cluster's experiences share (stemmed as
     `text.words` does), title words first, leaving out words most tasks
     mention (`common`): what a task must mention for a rule that has no
     family to go by."""
-    seen = Counter(w for it in cluster for w in set(words(f"{it.title}\n{it.content}"))
-                   if len(w) > 2 and w not in common)
+    seen = Counter(w for it in cluster for w in set(words(f"{it.title}\n{it.content}")) if len(w) > 2 and w not in common)
     titled = set(words(draft.title))
     need = math.ceil(len(cluster) / 2)
     shared = sorted((w for w, n in seen.items() if n >= need), key=lambda w: (-seen[w], w not in titled, w))
@@ -256,10 +250,10 @@ def residents_for_task(rules: Iterable[GateStats], task: TaskContext, config: Co
     """The resident rules this task sees: those whose scope matches, best
     first by lower confidence bound (then utility), within the per-task
     budget and rule count."""
+
     def key(s: GateStats) -> tuple[float, float, int]:
         it = s.item
-        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z,
-                                     config.ugc_lcb_min_count)
+        lcb = lower_confidence_bound(it.utility, it.n_credited, s.target_sum, s.target_sq, config.ugc_lcb_z, config.ugc_lcb_min_count)
         return (-lcb, -it.utility, it.id)
 
     chosen: list[Item] = []

@@ -98,12 +98,7 @@ def rank(candidates: Iterable[Candidate], filters: Filters, k: int, total_retrie
             filtered["low_similarity"] = filtered.get("low_similarity", 0) + 1
             continue
         bonus = exploration_bonus(cand.n_retrieved, total_retrievals, config.exploration_c)
-        score = (
-            config.w_similarity * sim
-            + config.w_utility * cand.utility
-            + config.w_adoption * cand.adoption_rate
-            + bonus
-        )
+        score = config.w_similarity * sim + config.w_utility * cand.utility + config.w_adoption * cand.adoption_rate + bonus
         scored.append(Ranked(cand.id, sim, bonus, score))
     scored.sort(key=lambda r: (-r.score, r.id))
     if len(scored) > k:

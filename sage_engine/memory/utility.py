@@ -54,7 +54,10 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
 
 
 def credit_targets(
-    shown: Iterable[int], adopted: Mapping[int, float], reward: float, config: Config,
+    shown: Iterable[int],
+    adopted: Mapping[int, float],
+    reward: float,
+    config: Config,
     not_applicable: Iterable[int] = (),
 ) -> dict[int, tuple[float, bool]]:
     """Target utility for each shown item: {item_id: (target, adopted)}.
@@ -97,8 +100,7 @@ def adoption_ema(p: float, adopted: bool, mu: float) -> float:
     return (1.0 - mu) * p + mu * (1.0 if adopted else 0.0)
 
 
-def lower_confidence_bound(utility: float, n: int, target_sum: float, target_sq: float, z: float,
-                           min_count: int = 2) -> float:
+def lower_confidence_bound(utility: float, n: int, target_sum: float, target_sq: float, z: float, min_count: int = 2) -> float:
     """utility minus z standard errors of the credited targets; with fewer
     than `min_count` (at least two) credits the spread is unknown, so the
     bound is taken as -inf."""

@@ -26,8 +26,16 @@ ItemStatus = Literal["active", "resident", "quarantined", "merged", "deleted"]
 # the host failed under the evaluation (worker lost or unable to start, scratch full, a Ray host
 # lost). None of them is evidence about a kernel.
 EvalStatus = Literal[
-    "correct", "incorrect", "compile_error", "runtime_error", "timeout", "crashed", "rejected", "sandbox_error",
-    "task_error", "host_error",
+    "correct",
+    "incorrect",
+    "compile_error",
+    "runtime_error",
+    "timeout",
+    "crashed",
+    "rejected",
+    "sandbox_error",
+    "task_error",
+    "host_error",
 ]
 
 
@@ -125,15 +133,13 @@ class MemoryStats(_Model):
     resident_tokens: int
     episodes_open: int
     episodes_closed: int
-    episodes_without_evidence: int = Field(
-        0, description="Closed episodes that had no attempt: closed without credit, utilities untouched")
+    episodes_without_evidence: int = Field(0, description="Closed episodes that had no attempt: closed without credit, utilities untouched")
     attempts: int
     adoptions: int
     utility_updates: int
     consolidations: int
     mean_utility: float | None
-    by_author: dict[str, dict[str, int]] = Field(
-        default_factory=dict, description="Items, episodes and adoptions each author recorded")
+    by_author: dict[str, dict[str, int]] = Field(default_factory=dict, description="Items, episodes and adoptions each author recorded")
 
 
 class ImportReport(_Model):
@@ -151,9 +157,7 @@ class RetrievalResult(_Model):
     episode_id: int
     resident_rules: list[ScoredItem]
     items: list[ScoredItem]
-    filtered_out: dict[str, int] = Field(
-        default_factory=dict, description="How many candidates each filter removed, by reason"
-    )
+    filtered_out: dict[str, int] = Field(default_factory=dict, description="How many candidates each filter removed, by reason")
     tokens: int = Field(description="Approximate tokens of everything returned")
 
 
@@ -191,15 +195,13 @@ CloseReason = Literal["explicit", "next_retrieval", "idle"]
 
 class AdoptionReport(_Model):
     episode_id: int
-    reward: float | None = Field(
-        None, description="Episode reward; None while the episode stays open, or when it closed without evidence")
+    reward: float | None = Field(None, description="Episode reward; None while the episode stays open, or when it closed without evidence")
     reward_parts: dict[str, float] = Field(default_factory=dict)
     updates: list[UtilityUpdate] = Field(default_factory=list)
     new_item: Item | None = None
     lesson_merged: bool = False
     closed: bool
-    credited: bool = Field(
-        False, description="Whether closing credited the shown items: only an episode with an attempt is credited")
+    credited: bool = Field(False, description="Whether closing credited the shown items: only an episode with an attempt is credited")
     close_reason: CloseReason | None = None
     consolidation: "ConsolidationReport | None" = None
 
@@ -306,17 +308,19 @@ class EvalResult(_Model):
     candidate_timing: TimingStats | None = None
     speedup: float | None = Field(None, description="reference median / candidate median")
     speedup_trusted: bool | None = Field(
-        None, description="False: the speedup is unverified (a time this machine cannot deliver, a speedup past "
-                          "the suspicious threshold nothing confirmed, a task that cannot tell a constant from a "
-                          "kernel) and earns no credit; None where there is no speedup")
+        None,
+        description="False: the speedup is unverified (a time this machine cannot deliver, a speedup past "
+        "the suspicious threshold nothing confirmed, a task that cannot tell a constant from a "
+        "kernel) and earns no credit; None where there is no speedup",
+    )
     speedup_note: str | None = Field(None, description="Why the speedup is unverified, in one sentence")
     timing_representative: bool = True
     suspicious_speedup: bool = False
     seed: int | None = Field(None, description="This evaluation's input seed: `sage bench --seed N` reproduces it")
-    variants: list[VariantResult] = Field(default_factory=list, description="Shape variants checked beyond the "
-                                                                               "declared cases")
+    variants: list[VariantResult] = Field(default_factory=list, description="Shape variants checked beyond the declared cases")
     degenerate: str | None = Field(
-        None, description="Why this task cannot tell a constant from a kernel (its output is the same for every input)")
+        None, description="Why this task cannot tell a constant from a kernel (its output is the same for every input)"
+    )
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
     compile_info: dict[str, object] = Field(default_factory=dict)
@@ -332,8 +336,10 @@ class EvalResult(_Model):
     stdout_tail: str = ""
     confinement: str = Field("", description="How the candidate was contained: bubblewrap, or limits-only")
     profile: Profile | None = Field(
-        None, description="Where the time goes: kernels per side, bytes and FLOPs of a call, the share of the "
-                          "machine's measured bandwidth and matmul peak reached, the binding limit, one sentence")
+        None,
+        description="Where the time goes: kernels per side, bytes and FLOPs of a call, the share of the "
+        "machine's measured bandwidth and matmul peak reached, the binding limit, one sentence",
+    )
 
 
 class BackendStatus(_Model):

@@ -23,14 +23,12 @@ class SideProfile(_Model):
     launches: float = Field(0.0, description="Kernels launched per call, all of them")
     kernel_us: float = Field(0.0, description="Kernel time per call, all of them")
     wall_us: float = Field(0.0, description="Host clock per call while profiled (profiler overhead included)")
-    bare_us: float | None = Field(None, description="Host clock per call of the same calls without the profiler, "
-                                                     "just before them")
-    overhead_us: float | None = Field(None, description="What recording the call's ops cost the profiler, measured "
-                                                         "in the same process; already out of the kernel times")
-    agreement: float | None = Field(None, description="Kernel time per call over the timed median: within 0.9-1.1 "
-                                                      "the two agree")
-    agreement_note: str = Field("", description="By how much and why the kernel times differ from the timed "
-                                                "median, when by more than 10%")
+    bare_us: float | None = Field(None, description="Host clock per call of the same calls without the profiler, just before them")
+    overhead_us: float | None = Field(
+        None, description="What recording the call's ops cost the profiler, measured in the same process; already out of the kernel times"
+    )
+    agreement: float | None = Field(None, description="Kernel time per call over the timed median: within 0.9-1.1 the two agree")
+    agreement_note: str = Field("", description="By how much and why the kernel times differ from the timed median, when by more than 10%")
     achieved_gbps: float | None = Field(None, description="The call's bytes over its timed median")
     achieved_flops: float | None = Field(None, description="The call's FLOPs over its timed median (FLOP/s)")
     bandwidth_share: float | None = Field(None, description="Achieved over measured bandwidth")
@@ -92,13 +90,18 @@ class Profile(_Model):
     bound: Bound | None = Field(None, description="The candidate's binding limit")
     summary: str = Field("", description="One sentence to act on")
     impossible: str | None = Field(
-        None, description="Why the candidate's time is physically impossible: faster than reading its inputs and "
-                          "writing its outputs once at the measured bandwidth allows (it skipped reading inputs)")
+        None,
+        description="Why the candidate's time is physically impossible: faster than reading its inputs and "
+        "writing its outputs once at the measured bandwidth allows (it skipped reading inputs)",
+    )
     fewer_flops: str | None = Field(
-        None, description="The candidate's time is below what the reference's FLOPs need at the measured matmul "
-                          "peak: it does less arithmetic (an algebraic shortcut), which its correctness vouches for")
+        None,
+        description="The candidate's time is below what the reference's FLOPs need at the measured matmul "
+        "peak: it does less arithmetic (an algebraic shortcut), which its correctness vouches for",
+    )
     own_kernels: bool | None = Field(
-        None, description="cuda/npu: false when every kernel the candidate launched is one the reference launches")
+        None, description="cuda/npu: false when every kernel the candidate launched is one the reference launches"
+    )
     calibration: str | None = Field(None, description="The measured limits used, and when they were measured")
     limits: MachineLimits | None = Field(None, description="Those limits: what a roofline chart of this result draws")
     ncu: list[dict[str, object]] | None = Field(None, description="Nsight Compute metrics per kernel, when asked")

@@ -25,8 +25,14 @@ MEETS = {"npu": ("npu",), "cuda": ("cuda",), "network": ()}  # the sandbox has n
 _KIND_CAUSE = {"npu": NEEDS_NPU, "cuda": NEEDS_CUDA, "network": NEEDS_NETWORK}
 _NO_MODULE = re.compile(r"No module named '([A-Za-z0-9_.]+)'")
 _EXC = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception|Warning|Interrupt))\b")
-_NETWORK = ("huggingface.co", "couldn't connect", "offline mode", "Temporary failure in name resolution",
-            "Network is unreachable", "Max retries exceeded")
+_NETWORK = (
+    "huggingface.co",
+    "couldn't connect",
+    "offline mode",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "Max retries exceeded",
+)
 # What torch says when the backend has no kernel for an operator, or for a dtype.
 _UNSUPPORTED = (
     (re.compile(r"\"(\w+)\" not implemented for '(\w+)'"), "torch has no {1} kernel for {0}"),
@@ -35,8 +41,7 @@ _UNSUPPORTED = (
 )
 # A failed allocation (the sandbox caps address space), or the kernel's OOM killer.
 _MEMORY = ("can't allocate memory", "Cannot allocate memory", "out of memory", "out-of-memory", "MemoryError")
-_CUDA = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "CUDA driver", "cuda runtime error",
-         "no CUDA GPUs are available")
+_CUDA = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "CUDA driver", "cuda runtime error", "no CUDA GPUs are available")
 
 
 def cannot_run(cause: str | None) -> bool:

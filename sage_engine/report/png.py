@@ -28,8 +28,10 @@ def screenshot(html: str, path: Path | str, *, width: int, height: int, browser:
     """Draw `html` (a page, or SVG markup) at `width` x `height` CSS pixels into the PNG at `path`."""
     browser = browser or find_chromium()
     if browser is None:
-        raise InvalidInput("a PNG is drawn by headless Chromium, and none is on PATH here (apt-get install chromium, "
-                           "or brew install --cask chromium); write an .svg (or .html) file instead, which needs nothing")
+        raise InvalidInput(
+            "a PNG is drawn by headless Chromium, and none is on PATH here (apt-get install chromium, "
+            "or brew install --cask chromium); write an .svg (or .html) file instead, which needs nothing"
+        )
     path = Path(path)
     if html.lstrip().startswith("<svg"):
         # Margins off, so the picture fills the window exactly.
@@ -38,10 +40,20 @@ def screenshot(html: str, path: Path | str, *, width: int, height: int, browser:
         page = Path(tmp) / "page.html"
         page.write_text(html, encoding="utf-8")
         out = Path(tmp) / "shot.png"
-        args = [browser, "--headless", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-                "--disable-background-networking", "--disable-dev-shm-usage", "--force-device-scale-factor=1",
-                f"--user-data-dir={Path(tmp) / 'profile'}", f"--window-size={width},{height}",
-                f"--screenshot={out}", page.as_uri()]
+        args = [
+            browser,
+            "--headless",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-dev-shm-usage",
+            "--force-device-scale-factor=1",
+            f"--user-data-dir={Path(tmp) / 'profile'}",
+            f"--window-size={width},{height}",
+            f"--screenshot={out}",
+            page.as_uri(),
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             args.insert(1, "--no-sandbox")  # Chromium refuses to start as root with its sandbox on
         try:

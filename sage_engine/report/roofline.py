@@ -43,8 +43,14 @@ from sage_engine.models import EvalResult, MachineLimits
 from sage_engine.models.base import _Model
 
 Kind = Literal["memory", "compute", "launch"]
-COLOURS = {"memory": "#1f6fb4", "compute": "#8c3fb4", "launch": "#c06a00",
-           "reference": "#6b6b6b", "candidate": "#e8590c", "impossible": "#d62728"}
+COLOURS = {
+    "memory": "#1f6fb4",
+    "compute": "#8c3fb4",
+    "launch": "#c06a00",
+    "reference": "#6b6b6b",
+    "candidate": "#e8590c",
+    "impossible": "#d62728",
+}
 BOUND_WORDS = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}
 NOTE_CHARS = 124  # a note line's width at 11 px in an 800 px chart
 LABEL_PX = 6.6  # about what a character of 12 px sans-serif takes: a label's width, guessed
@@ -91,11 +97,16 @@ def chart_for(result: EvalResult, limits: MachineLimits | None = None) -> Chart:
     """The chart of one result; `limits` stands in where its profile kept none (results stored before it did)."""
     title = f"{result.task} on {result.backend} ({result.hardware})"
     p = result.profile
-    medians = {"reference": result.reference_timing.median_ms if result.reference_timing else None,
-               "candidate": result.candidate_timing.median_ms if result.candidate_timing else None}
+    medians = {
+        "reference": result.reference_timing.median_ms if result.reference_timing else None,
+        "candidate": result.candidate_timing.median_ms if result.candidate_timing else None,
+    }
     if p is None or not p.bytes or not all(medians.values()):
-        why = ("no profile: only a correct, timed candidate on cpu, npu or cuda is profiled"
-               if p is None or not all(medians.values()) else "the profile measured no bytes for this call")
+        why = (
+            "no profile: only a correct, timed candidate on cpu, npu or cuda is profiled"
+            if p is None or not all(medians.values())
+            else "the profile measured no bytes for this call"
+        )
         return Chart(mode="empty", title=title, notes=[why])
     limits = p.limits or limits
     launch_us = limits.launch_us if limits is not None else None
@@ -107,8 +118,11 @@ def chart_for(result: EvalResult, limits: MachineLimits | None = None) -> Chart:
         chart = _roofline(p, medians, launch_us, launches, limits)
     else:
         chart = _bandwidth(p, medians, launch_us, launches, limits)
-        notes.insert(0, "no FLOP formula counts this call's work (torch's count matrix products, convolutions and "
-                        "attention): bandwidth against working set instead of FLOP/s against intensity")
+        notes.insert(
+            0,
+            "no FLOP formula counts this call's work (torch's count matrix products, convolutions and "
+            "attention): bandwidth against working set instead of FLOP/s against intensity",
+        )
     chart.title = title
     speedup = result.speedup
     for mark in chart.marks:
@@ -136,19 +150,39 @@ def _roofline(p, medians, launch_us, launches, limits) -> Chart:
     lo, hi = _decades(min(xs) / 10, max(xs) * 10)
     if bw:
         end = min(ridge, hi) if ridge else hi
-        lines.append(Line(kind="memory", label=f"bandwidth {bw:.1f} GB/s ({_bytes(p.bytes)} working set)",
-                          points=[(lo, bw * lo), (end, bw * end)], binding=p.bound == "memory"))
+        lines.append(
+            Line(
+                kind="memory",
+                label=f"bandwidth {bw:.1f} GB/s ({_bytes(p.bytes)} working set)",
+                points=[(lo, bw * lo), (end, bw * end)],
+                binding=p.bound == "memory",
+            )
+        )
     if peak:
         start = max(ridge, lo) if ridge else lo
-        lines.append(Line(kind="compute", label=f"matmul peak {peak:.1f} GFLOP/s",
-                          points=[(start, peak), (hi, peak)], binding=p.bound == "compute"))
+        lines.append(
+            Line(kind="compute", label=f"matmul peak {peak:.1f} GFLOP/s", points=[(start, peak), (hi, peak)], binding=p.bound == "compute")
+        )
     if launch_us:
         ceiling = p.flops / (launches * launch_us / 1e6) / 1e9
-        lines.append(Line(kind="launch", label=f"{_count(launches)} launch{'es' if launches > 1.05 else ''} x "
-                                              f"{launch_us:.1f} µs", points=[(lo, ceiling), (hi, ceiling)],
-                          roof=False, binding=p.bound == "latency"))
-    return Chart(mode="roofline", title="", x_label="arithmetic intensity (FLOP per byte moved)",
-                 y_label="achieved GFLOP/s", x_range=(lo, hi), lines=lines, marks=marks)
+        lines.append(
+            Line(
+                kind="launch",
+                label=f"{_count(launches)} launch{'es' if launches > 1.05 else ''} x {launch_us:.1f} µs",
+                points=[(lo, ceiling), (hi, ceiling)],
+                roof=False,
+                binding=p.bound == "latency",
+            )
+        )
+    return Chart(
+        mode="roofline",
+        title="",
+        x_label="arithmetic intensity (FLOP per byte moved)",
+        y_label="achieved GFLOP/s",
+        x_range=(lo, hi),
+        lines=lines,
+        marks=marks,
+    )
 
 
 def _bandwidth(p, medians, launch_us, launches, limits) -> Chart:
@@ -158,20 +192,45 @@ def _bandwidth(p, medians, launch_us, launches, limits) -> Chart:
     lines = []
     if sizes:
         xs = sorted({lo, hi, *sizes})
-        lines.append(Line(kind="memory", label=f"measured bandwidth by working set ({_envelope_at(limits, p.bytes):.1f} "
-                                               f"GB/s at {_bytes(p.bytes)})",
-                          points=[(x, _envelope_at(limits, x)) for x in xs], binding=p.bound == "memory"))
+        lines.append(
+            Line(
+                kind="memory",
+                label=f"measured bandwidth by working set ({_envelope_at(limits, p.bytes):.1f} GB/s at {_bytes(p.bytes)})",
+                points=[(x, _envelope_at(limits, x)) for x in xs],
+                binding=p.bound == "memory",
+            )
+        )
     elif p.peak_gbps:
-        lines.append(Line(kind="memory", label=f"bandwidth {p.peak_gbps:.1f} GB/s ({_bytes(p.bytes)} working set)",
-                          points=[(lo, p.peak_gbps), (hi, p.peak_gbps)], binding=p.bound == "memory"))
+        lines.append(
+            Line(
+                kind="memory",
+                label=f"bandwidth {p.peak_gbps:.1f} GB/s ({_bytes(p.bytes)} working set)",
+                points=[(lo, p.peak_gbps), (hi, p.peak_gbps)],
+                binding=p.bound == "memory",
+            )
+        )
     if launch_us:
         # n launches take n x launch_us whatever they move: GB/s <= bytes / that.
         per_s = launches * launch_us / 1e6
-        lines.append(Line(kind="launch", label=f"{_count(launches)} launch{'es' if launches > 1.05 else ''} x "
-                                              f"{launch_us:.1f} µs", points=[(lo, lo / per_s / 1e9), (hi, hi / per_s / 1e9)],
-                          roof=False, binding=p.bound == "latency"))
-    return Chart(mode="bandwidth", title="", x_label="bytes one call moves (inputs plus outputs)",
-                 y_label="achieved GB/s", x_bytes=True, x_range=(lo, hi), lines=lines, marks=marks)
+        lines.append(
+            Line(
+                kind="launch",
+                label=f"{_count(launches)} launch{'es' if launches > 1.05 else ''} x {launch_us:.1f} µs",
+                points=[(lo, lo / per_s / 1e9), (hi, hi / per_s / 1e9)],
+                roof=False,
+                binding=p.bound == "latency",
+            )
+        )
+    return Chart(
+        mode="bandwidth",
+        title="",
+        x_label="bytes one call moves (inputs plus outputs)",
+        y_label="achieved GB/s",
+        x_bytes=True,
+        x_range=(lo, hi),
+        lines=lines,
+        marks=marks,
+    )
 
 
 def _envelope_at(limits: MachineLimits, nbytes: float) -> float:
@@ -184,8 +243,11 @@ def _fit(chart: Chart) -> None:
     ys = [m.y for m in chart.marks if _finite(m.y)]
     # The roof above each point: the lowest of the roof's lines there (a slope
     # drawn up to the ridge only would reach far above the peak past it).
-    roofs = [min(_interpolate(line.points, m.x) for line in chart.lines if line.roof)
-             for m in chart.marks if any(line.roof for line in chart.lines)]
+    roofs = [
+        min(_interpolate(line.points, m.x) for line in chart.lines if line.roof)
+        for m in chart.marks
+        if any(line.roof for line in chart.lines)
+    ]
     ys.extend(roofs)
     for line in chart.lines:
         if line.kind == "compute":
@@ -269,21 +331,26 @@ def render_svg(chart: Chart, *, standalone: bool = True, compact: bool = False, 
     notes = [] if compact else [ln for n in chart.notes for ln in textwrap.wrap(n, NOTE_CHARS)][:6]
     width, height = (132, 80) if compact else (800, box[1] + box[3] + 52 + 15 * len(notes))
     f = _Frame(chart, *box)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline{" compact" if compact else ""}" '
-           f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
-           f'font-size="{9 if compact else 12}"' + (' color="#222222"' if standalone else "") + f' data-mode="{chart.mode}">',
-           f"<title>{escape(chart.title + (': ' + chart.binding if chart.binding else ''))}</title>",
-           f'<defs><clipPath id="{uid}-plot"><rect x="{f.left}" y="{f.top}" width="{f.width}" height="{f.height}"/>'
-           f'</clipPath><marker id="{uid}-head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
-           f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
-           f'fill="{COLOURS["candidate"]}"/></marker></defs>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline{" compact" if compact else ""}" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" '
+        f'font-size="{9 if compact else 12}"' + (' color="#222222"' if standalone else "") + f' data-mode="{chart.mode}">',
+        f"<title>{escape(chart.title + (': ' + chart.binding if chart.binding else ''))}</title>",
+        f'<defs><clipPath id="{uid}-plot"><rect x="{f.left}" y="{f.top}" width="{f.width}" height="{f.height}"/>'
+        f'</clipPath><marker id="{uid}-head" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
+        f'markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
+        f'fill="{COLOURS["candidate"]}"/></marker></defs>',
+    ]
     if standalone:
         out.append(f'<rect class="background" x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>')
     if not compact:
-        out.append(f'<text class="title" x="{f.left}" y="18" font-size="14" font-weight="bold" '
-                   f'fill="currentColor">{escape(chart.title)}</text>')
-    out.append(f'<rect class="plot" x="{f.left}" y="{f.top}" width="{f.width}" height="{f.height}" fill="none" '
-               f'stroke="currentColor" stroke-opacity="0.5"/>')
+        out.append(
+            f'<text class="title" x="{f.left}" y="18" font-size="14" font-weight="bold" fill="currentColor">{escape(chart.title)}</text>'
+        )
+    out.append(
+        f'<rect class="plot" x="{f.left}" y="{f.top}" width="{f.width}" height="{f.height}" fill="none" '
+        f'stroke="currentColor" stroke-opacity="0.5"/>'
+    )
     if not compact:
         out.extend(_grid(chart, f))
     out.append(f'<g clip-path="url(#{uid}-plot)">')
@@ -294,13 +361,16 @@ def render_svg(chart: Chart, *, standalone: bool = True, compact: bool = False, 
     out.append("</g>")
     out.extend(labels)  # outside the clip: a label may run past the plot's edge
     if chart.mode == "empty":
-        out.append(f'<text class="empty" x="{f.left + f.width / 2:.1f}" y="{f.top + f.height / 2:.1f}" '
-                   f'text-anchor="middle" fill="currentColor">{"no profile" if compact else "nothing to draw"}</text>')
+        out.append(
+            f'<text class="empty" x="{f.left + f.width / 2:.1f}" y="{f.top + f.height / 2:.1f}" '
+            f'text-anchor="middle" fill="currentColor">{"no profile" if compact else "nothing to draw"}</text>'
+        )
     if not compact:
         out.extend(_legend(chart, f))
         for i, note in enumerate(notes):
-            out.append(f'<text class="note" x="12" y="{box[1] + box[3] + 50 + 15 * i}" font-size="11" '
-                       f'fill="currentColor">{escape(note)}</text>')
+            out.append(
+                f'<text class="note" x="12" y="{box[1] + box[3] + 50 + 15 * i}" font-size="11" fill="currentColor">{escape(note)}</text>'
+            )
     out.append("</svg>")
     return "\n".join(out)
 
@@ -314,19 +384,23 @@ def _grid(chart: Chart, f: _Frame) -> list[str]:
     out = ['<g class="axes" fill="currentColor">']
     for v in _ticks(chart.x_range, chart.x_bytes):
         x = f.x(v)
-        out.append(f'<line x1="{x:.1f}" y1="{f.top}" x2="{x:.1f}" y2="{f.top + f.height}" stroke="currentColor" '
-                   f'stroke-opacity="0.12"/>')
-        out.append(f'<text x="{x:.1f}" y="{f.top + f.height + 16}" text-anchor="middle">'
-                   f'{escape(_bytes(v) if chart.x_bytes else _number(v))}</text>')
+        out.append(f'<line x1="{x:.1f}" y1="{f.top}" x2="{x:.1f}" y2="{f.top + f.height}" stroke="currentColor" stroke-opacity="0.12"/>')
+        out.append(
+            f'<text x="{x:.1f}" y="{f.top + f.height + 16}" text-anchor="middle">'
+            f"{escape(_bytes(v) if chart.x_bytes else _number(v))}</text>"
+        )
     for v in _ticks(chart.y_range, False):
         y = f.y(v)
-        out.append(f'<line x1="{f.left}" y1="{y:.1f}" x2="{f.left + f.width}" y2="{y:.1f}" stroke="currentColor" '
-                   f'stroke-opacity="0.12"/>')
+        out.append(f'<line x1="{f.left}" y1="{y:.1f}" x2="{f.left + f.width}" y2="{y:.1f}" stroke="currentColor" stroke-opacity="0.12"/>')
         out.append(f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_number(v))}</text>')
-    out.append(f'<text class="x-label" x="{f.left + f.width / 2:.1f}" y="{f.top + f.height + 36}" '
-               f'text-anchor="middle">{escape(chart.x_label)}</text>')
-    out.append(f'<text class="y-label" x="{16}" y="{f.top + f.height / 2:.1f}" text-anchor="middle" '
-               f'transform="rotate(-90 16 {f.top + f.height / 2:.1f})">{escape(chart.y_label)}</text>')
+    out.append(
+        f'<text class="x-label" x="{f.left + f.width / 2:.1f}" y="{f.top + f.height + 36}" '
+        f'text-anchor="middle">{escape(chart.x_label)}</text>'
+    )
+    out.append(
+        f'<text class="y-label" x="{16}" y="{f.top + f.height / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {f.top + f.height / 2:.1f})">{escape(chart.y_label)}</text>'
+    )
     out.append("</g>")
     return out
 
@@ -340,7 +414,7 @@ def _ticks(span: tuple[float, float], in_bytes: bool) -> list[float]:
     step = 1
     while (last - first) / step > 7:
         step *= 2
-    return [base ** e for e in range(first, last + 1) if e % step == 0]
+    return [base**e for e in range(first, last + 1) if e % step == 0]
 
 
 def _impossible(chart: Chart, f: _Frame, compact: bool) -> list[str]:
@@ -350,13 +424,17 @@ def _impossible(chart: Chart, f: _Frame, compact: bool) -> list[str]:
     pts = [(f.x(x), f.y(y)) for x, y in roof]
     top = f.top - 1
     pts = pts + [(pts[-1][0], top), (pts[0][0], top)]
-    out = [f'<polygon class="impossible" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" '
-           f'fill="{COLOURS["impossible"]}" fill-opacity="0.09"/>']
+    out = [
+        f'<polygon class="impossible" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in pts)}" '
+        f'fill="{COLOURS["impossible"]}" fill-opacity="0.09"/>'
+    ]
     if not compact:
         # Top right: above the roof in both kinds of chart (the compute peak, the envelope's lowest end).
-        out.append(f'<text class="impossible-label" x="{f.left + f.width - 8}" y="{f.top + 16}" font-size="11" '
-                   f'text-anchor="end" fill="{COLOURS["impossible"]}">physically impossible above the measured '
-                   'roof</text>')
+        out.append(
+            f'<text class="impossible-label" x="{f.left + f.width - 8}" y="{f.top + 16}" font-size="11" '
+            f'text-anchor="end" fill="{COLOURS["impossible"]}">physically impossible above the measured '
+            "roof</text>"
+        )
     return out
 
 
@@ -366,9 +444,11 @@ def _lines(chart: Chart, f: _Frame, compact: bool) -> list[str]:
         pts = " ".join(f"{f.x(x):.1f},{f.y(y):.1f}" for x, y in line.points if x > 0 and y > 0)
         width = (2 if line.binding else 1.2) if compact else (3 if line.binding else 1.6)
         dash = ' stroke-dasharray="6 4"' if line.kind == "launch" else ""
-        out.append(f'<polyline class="roof {line.kind}{" binding" if line.binding else ""}" points="{pts}" '
-                   f'fill="none" stroke="{COLOURS[line.kind]}" stroke-width="{width}"{dash}>'
-                   f"<title>{escape(line.label)}</title></polyline>")
+        out.append(
+            f'<polyline class="roof {line.kind}{" binding" if line.binding else ""}" points="{pts}" '
+            f'fill="none" stroke="{COLOURS[line.kind]}" stroke-width="{width}"{dash}>'
+            f"<title>{escape(line.label)}</title></polyline>"
+        )
     return out
 
 
@@ -383,16 +463,20 @@ def _marks(chart: Chart, f: _Frame, compact: bool, uid: str) -> tuple[list[str],
         if gap > 3 * r:
             # Ends short of both marks so the head stays visible.
             ux, uy = (x1 - x0) / gap, (y1 - y0) / gap
-            out.append(f'<line class="arrow" x1="{x0 + ux * r:.1f}" y1="{y0 + uy * r:.1f}" x2="{x1 - ux * (r + 1):.1f}" '
-                       f'y2="{y1 - uy * (r + 1):.1f}" stroke="{COLOURS["candidate"]}" stroke-width="1.5" '
-                       f'marker-end="url(#{uid}-head)"/>')
+            out.append(
+                f'<line class="arrow" x1="{x0 + ux * r:.1f}" y1="{y0 + uy * r:.1f}" x2="{x1 - ux * (r + 1):.1f}" '
+                f'y2="{y1 - uy * (r + 1):.1f}" stroke="{COLOURS["candidate"]}" stroke-width="1.5" '
+                f'marker-end="url(#{uid}-head)"/>'
+            )
     for m in chart.marks:
         if m.role not in where:
             continue
         x, y = where[m.role]
         fill = COLOURS["impossible"] if m.role == "candidate" and chart.impossible else COLOURS[m.role]
-        out.append(f'<circle class="point {m.role}" cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{fill}" '
-                   f'stroke="#ffffff" stroke-width="1"><title>{escape(m.label)}</title></circle>')
+        out.append(
+            f'<circle class="point {m.role}" cx="{x:.1f}" cy="{y:.1f}" r="{r}" fill="{fill}" '
+            f'stroke="#ffffff" stroke-width="1"><title>{escape(m.label)}</title></circle>'
+        )
         if not compact:
             labels.append(_label(m, x, y, f, {k.role: k for k in chart.marks}, where))
     return out, labels
@@ -413,12 +497,18 @@ def _label(m: Mark, x: float, y: float, f: _Frame, marks: dict[str, Mark], where
     right = _side(m.role, m.label, x, f)
     dy = 4
     ref = where.get("reference")
-    if m.role == "candidate" and ref is not None and abs(ref[1] - y) < 14 and \
-            _side("reference", marks["reference"].label, ref[0], f) == right:
+    if (
+        m.role == "candidate"
+        and ref is not None
+        and abs(ref[1] - y) < 14
+        and _side("reference", marks["reference"].label, ref[0], f) == right
+    ):
         dy = 4 + (14 - abs(ref[1] - y)) * (1 if y >= ref[1] else -1)
     anchor, dx = ("start", 9) if right else ("end", -9)
-    return (f'<text class="label {m.role}" x="{x + dx:.1f}" y="{y + dy:.1f}" text-anchor="{anchor}" '
-            f'fill="currentColor">{escape(m.label)}</text>')
+    return (
+        f'<text class="label {m.role}" x="{x + dx:.1f}" y="{y + dy:.1f}" text-anchor="{anchor}" '
+        f'fill="currentColor">{escape(m.label)}</text>'
+    )
 
 
 def _legend(chart: Chart, f: _Frame) -> list[str]:
@@ -430,8 +520,10 @@ def _legend(chart: Chart, f: _Frame) -> list[str]:
     y += 10
     for line in chart.lines:
         dash = ' stroke-dasharray="6 4"' if line.kind == "launch" else ""
-        out.append(f'<line x1="{x}" y1="{y}" x2="{x + 22}" y2="{y}" stroke="{COLOURS[line.kind]}" '
-                   f'stroke-width="{3 if line.binding else 1.6}"{dash}/>')
+        out.append(
+            f'<line x1="{x}" y1="{y}" x2="{x + 22}" y2="{y}" stroke="{COLOURS[line.kind]}" '
+            f'stroke-width="{3 if line.binding else 1.6}"{dash}/>'
+        )
         label = line.label
         if all(y > chart.y_range[1] for _, y in line.points):
             label += " (above the chart: it limits nothing here)"
@@ -439,8 +531,7 @@ def _legend(chart: Chart, f: _Frame) -> list[str]:
             out.append(f'<text class="legend-{line.kind}" x="{x + 28}" y="{y + 4 + 14 * i}">{escape(part)}</text>')
         y += 20 + 14 * min(3, len(textwrap.wrap(label, 30)))
     if any(line.roof for line in chart.lines):
-        out.append(f'<rect x="{x}" y="{y - 7}" width="22" height="12" fill="{COLOURS["impossible"]}" '
-                   'fill-opacity="0.15"/>')
+        out.append(f'<rect x="{x}" y="{y - 7}" width="22" height="12" fill="{COLOURS["impossible"]}" fill-opacity="0.15"/>')
         out.append(f'<text x="{x + 28}" y="{y + 4}">impossible here</text>')
         y += 26
     for m in chart.marks:

@@ -34,8 +34,7 @@ from sage_engine.report import causes
 from sage_engine.report.roofline import Chart, chart_for, render_svg
 
 Kind = Literal["check", "run"]
-STATUS_COLOURS = {"correct": "#2a7a2a", "failed": "#b22222", "cannot_run": "#8a8a8a", "degenerate": "#c06a00",
-                  "unverified": "#c06a00"}
+STATUS_COLOURS = {"correct": "#2a7a2a", "failed": "#b22222", "cannot_run": "#8a8a8a", "degenerate": "#c06a00", "unverified": "#c06a00"}
 DETAIL_CHARS = 180  # a failure's first words in the table; the whole text in its tooltip
 
 
@@ -63,11 +62,22 @@ class Row(_Model):
 def row_from_check(check: dict[str, Any]) -> Row:
     """A `sage suite check` row (`TaskCheck.as_dict()`)."""
     chart = Chart.model_validate(check["roofline"]) if check.get("roofline") else None
-    return Row(id=check["id"], benchmark=check.get("benchmark") or "local", status=check["status"],
-               result=check["status"], cause=check.get("cause"), detail=check.get("detail") or "",
-               speedup=check.get("speedup"), reference_ms=check.get("reference_ms"),
-               candidate_ms=check.get("candidate_ms"), seconds=check.get("seconds") or 0.0,
-               degenerate=check.get("degenerate"), bound=check.get("bound"), share=check.get("share"), chart=chart)
+    return Row(
+        id=check["id"],
+        benchmark=check.get("benchmark") or "local",
+        status=check["status"],
+        result=check["status"],
+        cause=check.get("cause"),
+        detail=check.get("detail") or "",
+        speedup=check.get("speedup"),
+        reference_ms=check.get("reference_ms"),
+        candidate_ms=check.get("candidate_ms"),
+        seconds=check.get("seconds") or 0.0,
+        degenerate=check.get("degenerate"),
+        bound=check.get("bound"),
+        share=check.get("share"),
+        chart=chart,
+    )
 
 
 def row_from_result(task_id: str, benchmark: str, solution: str, result: EvalResult) -> Row:
@@ -81,12 +91,24 @@ def row_from_result(task_id: str, benchmark: str, solution: str, result: EvalRes
             status, cause = "failed", result.status.replace("_", " ")
             detail = result.mismatch or result.message
     bound, share = point_of(result)
-    return Row(id=task_id, benchmark=benchmark, solution=solution, status=status, result=result.status, cause=cause,
-               detail=detail or "", speedup=result.speedup, speedup_trusted=result.speedup_trusted,
-               reference_ms=result.reference_timing.median_ms if result.reference_timing else None,
-               candidate_ms=result.candidate_timing.median_ms if result.candidate_timing else None,
-               seconds=round(result.duration_s, 2), degenerate=result.degenerate, bound=bound, share=share,
-               chart=chart_for(result) if result.profile is not None else None)
+    return Row(
+        id=task_id,
+        benchmark=benchmark,
+        solution=solution,
+        status=status,
+        result=result.status,
+        cause=cause,
+        detail=detail or "",
+        speedup=result.speedup,
+        speedup_trusted=result.speedup_trusted,
+        reference_ms=result.reference_timing.median_ms if result.reference_timing else None,
+        candidate_ms=result.candidate_timing.median_ms if result.candidate_timing else None,
+        seconds=round(result.duration_s, 2),
+        degenerate=result.degenerate,
+        bound=bound,
+        share=share,
+        chart=chart_for(result) if result.profile is not None else None,
+    )
 
 
 def point_of(result: EvalResult) -> tuple[str | None, float | None]:
@@ -127,8 +149,15 @@ class SuitePage:
         return self.path
 
     def write(self) -> None:
-        text = render_page(self.rows, kind=self.kind, backend=self.backend, started=self.started,
-                           total=self.total, done=self.done, wall_s=time.monotonic() - self.begin)
+        text = render_page(
+            self.rows,
+            kind=self.kind,
+            backend=self.backend,
+            started=self.started,
+            total=self.total,
+            done=self.done,
+            wall_s=time.monotonic() - self.begin,
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
         try:
@@ -143,19 +172,37 @@ class SuitePage:
 # ------------------------------------------------------------------ the page
 
 
-def render_page(rows: list[Row], *, kind: Kind, backend: str, started: str = "", total: int | None = None,
-                done: bool = True, wall_s: float | None = None) -> str:
+def render_page(
+    rows: list[Row],
+    *,
+    kind: Kind,
+    backend: str,
+    started: str = "",
+    total: int | None = None,
+    done: bool = True,
+    wall_s: float | None = None,
+) -> str:
     title = f"SAGE suite {kind} on {backend}"
-    state = (f"complete: {len(rows)} row{'s' if len(rows) != 1 else ''}" if done else
-             f"in progress: {len(rows)}{f' of {total}' if total else ''} rows so far; this page is rewritten as "
-             "each row arrives")
+    state = (
+        f"complete: {len(rows)} row{'s' if len(rows) != 1 else ''}"
+        if done
+        else f"in progress: {len(rows)}{f' of {total}' if total else ''} rows so far; this page is rewritten as each row arrives"
+    )
     when = "".join([f" · started {started}" if started else "", f", {wall_s:.0f} s" if started and wall_s else ""])
-    body = [f"<h1>{_e(title)}</h1>", f'<p class="{"muted" if done else "warn"}">{_e(state + when)}</p>',
-            "<h2>Summary by benchmark</h2>", _summary_table(rows, kind),
-            '<div class="charts"><div><h2>Speedups (log scale)</h2>', speedup_histogram(rows, kind), "</div>",
-            "<div><h2>Statuses by cause</h2>", cause_bars(rows), "</div></div>",
-            f"<h2>Tasks: failing first, then the {'lowest speedup' if kind == 'run' else 'longest check'}</h2>",
-            _rows_table(rows, kind)]
+    body = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="{"muted" if done else "warn"}">{_e(state + when)}</p>',
+        "<h2>Summary by benchmark</h2>",
+        _summary_table(rows, kind),
+        '<div class="charts"><div><h2>Speedups (log scale)</h2>',
+        speedup_histogram(rows, kind),
+        "</div>",
+        "<div><h2>Statuses by cause</h2>",
+        cause_bars(rows),
+        "</div></div>",
+        f"<h2>Tasks: failing first, then the {'lowest speedup' if kind == 'run' else 'longest check'}</h2>",
+        _rows_table(rows, kind),
+    ]
     return PAGE.format(title=_e(title), style=STYLE, body="\n".join(body))
 
 
@@ -164,6 +211,7 @@ def ordered(rows: list[Row], kind: Kind) -> list[Row]:
         rank = {"failed": 0, "correct": 1, "cannot_run": 2}.get(r.status, 0)
         slow = (r.speedup if r.speedup else math.inf) if kind == "run" else -r.seconds
         return rank, r.cause or "", slow if rank == 1 else 0, r.id
+
     return sorted(rows, key=key)
 
 
@@ -171,9 +219,14 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
     runnable = [r for r in rows if r.status != "cannot_run"]
     correct = [r for r in runnable if r.status == "correct"]
     speedups = sorted(r.speedup for r in correct if r.speedup and r.speedup_trusted is not False)
-    out: dict[str, Any] = {"tasks": len(rows), "runnable": len(runnable), "correct": len(correct),
-                           "pct": 100.0 * len(correct) / len(runnable) if runnable else None,
-                           "degenerate": sum(1 for r in rows if r.degenerate), "n": len(speedups)}
+    out: dict[str, Any] = {
+        "tasks": len(rows),
+        "runnable": len(runnable),
+        "correct": len(correct),
+        "pct": 100.0 * len(correct) / len(runnable) if runnable else None,
+        "degenerate": sum(1 for r in rows if r.degenerate),
+        "n": len(speedups),
+    }
     if speedups:
         out["median"] = statistics.median(speedups)
         out["geomean"] = math.exp(statistics.fmean(math.log(s) for s in speedups))
@@ -187,9 +240,11 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
 
 def _summary_table(rows: list[Row], kind: Kind) -> str:
     groups = sorted({r.benchmark for r in rows})
-    lines = ["<table><tr><th>benchmark</th><th>tasks</th><th>runnable</th><th>correct</th>"
-             f"<th>median {'self-' if kind == 'check' else ''}speedup (IQR)</th><th>geometric mean</th>"
-             "<th>degenerate</th><th>longest</th></tr>"]
+    lines = [
+        "<table><tr><th>benchmark</th><th>tasks</th><th>runnable</th><th>correct</th>"
+        f"<th>median {'self-' if kind == 'check' else ''}speedup (IQR)</th><th>geometric mean</th>"
+        "<th>degenerate</th><th>longest</th></tr>"
+    ]
     for name, subset in [*((g, [r for r in rows if r.benchmark == g]) for g in groups), ("all", rows)]:
         if name == "all" and len(groups) == 1:
             continue
@@ -198,34 +253,44 @@ def _summary_table(rows: list[Row], kind: Kind) -> str:
         spread = (f"{s['median']:.3f}" + (f" ({s['q1']:.3f}–{s['q3']:.3f})" if "q1" in s else "")) if s["n"] else "–"
         geo = f"{s['geomean']:.3f}x" if s["n"] else "–"
         slow = f"{_e(s['slowest'][0])} {s['slowest'][1]:.1f} s" if s["slowest"] else "–"
-        lines.append(f"<tr><th>{_e(name)}</th><td class=num>{s['tasks']}</td><td class=num>{s['runnable']}</td>"
-                     f"<td class=num>{s['correct']}{pct}</td><td class=num>{spread}</td><td class=num>{geo}</td>"
-                     f"<td class=num>{s['degenerate']}</td><td>{slow}</td></tr>")
+        lines.append(
+            f"<tr><th>{_e(name)}</th><td class=num>{s['tasks']}</td><td class=num>{s['runnable']}</td>"
+            f"<td class=num>{s['correct']}{pct}</td><td class=num>{spread}</td><td class=num>{geo}</td>"
+            f"<td class=num>{s['degenerate']}</td><td>{slow}</td></tr>"
+        )
     lines.append("</table>")
     return "\n".join(lines)
 
 
 def _rows_table(rows: list[Row], kind: Kind) -> str:
-    out = ["<table class=rows><tr><th>task</th><th>status</th><th>cause</th><th class=num>speedup</th>"
-           "<th class=num>ref ms</th><th class=num>cand ms</th><th>bound</th><th>roofline</th>"
-           "<th class=num>s</th></tr>"]
+    out = [
+        "<table class=rows><tr><th>task</th><th>status</th><th>cause</th><th class=num>speedup</th>"
+        "<th class=num>ref ms</th><th class=num>cand ms</th><th>bound</th><th>roofline</th>"
+        "<th class=num>s</th></tr>"
+    ]
     for i, r in enumerate(ordered(rows, kind)):
-        name = _e(r.id) + (f"<br><span class=muted>{_e(r.solution)}</span>" if r.solution else "") + \
-            (f"<br><span class=muted>{_e(r.benchmark)}</span>" if r.benchmark not in ("local", "") else "")
+        name = (
+            _e(r.id)
+            + (f"<br><span class=muted>{_e(r.solution)}</span>" if r.solution else "")
+            + (f"<br><span class=muted>{_e(r.benchmark)}</span>" if r.benchmark not in ("local", "") else "")
+        )
         status = "degenerate" if r.degenerate else r.status
         # A correct row's message ("correct on 3 trial(s) ...") says nothing the badge does not.
         detail = r.degenerate or ("" if r.status == "correct" else r.detail)
-        cause = (f"<b>{_e(r.cause)}</b><br>" if r.cause else "") + \
-            (f'<span class=muted title="{_e(detail)}">{_e(_cut(detail, DETAIL_CHARS))}</span>' if detail else "")
+        cause = (f"<b>{_e(r.cause)}</b><br>" if r.cause else "") + (
+            f'<span class=muted title="{_e(detail)}">{_e(_cut(detail, DETAIL_CHARS))}</span>' if detail else ""
+        )
         speedup = f"{r.speedup:.3f}" if r.speedup else "–"
         if r.speedup and r.speedup_trusted is False:
             speedup += " <span class=warn>unverified</span>"
         bound = _e(r.bound or "–") + (f"<br>{r.share:.0%}" if r.share is not None else "")
         chart = render_svg(r.chart, compact=True, standalone=False, uid=f"t{i}") if r.chart else "–"
-        out.append(f'<tr><td>{name}</td><td><span class="badge {status}">{_e(status.replace("_", " "))}</span></td>'
-                   f"<td>{cause}</td><td class=num>{speedup}</td><td class=num>{_ms(r.reference_ms)}</td>"
-                   f"<td class=num>{_ms(r.candidate_ms)}</td><td>{bound}</td><td>{chart}</td>"
-                   f"<td class=num>{r.seconds:.1f}</td></tr>")
+        out.append(
+            f'<tr><td>{name}</td><td><span class="badge {status}">{_e(status.replace("_", " "))}</span></td>'
+            f"<td>{cause}</td><td class=num>{speedup}</td><td class=num>{_ms(r.reference_ms)}</td>"
+            f"<td class=num>{_ms(r.candidate_ms)}</td><td>{bound}</td><td>{chart}</td>"
+            f"<td class=num>{r.seconds:.1f}</td></tr>"
+        )
     out.append("</table>")
     return "\n".join(out)
 
@@ -235,8 +300,11 @@ def _rows_table(rows: list[Row], kind: Kind) -> str:
 
 def speedup_histogram(rows: list[Row], kind: Kind, *, width: int = 520, height: int = 220) -> str:
     """Correct rows' speedups in bins of equal width on a log scale; unverified ones stacked apart."""
-    found = [(r.speedup, r.speedup_trusted is not False) for r in rows
-             if r.status == "correct" and r.speedup and math.isfinite(r.speedup) and r.speedup > 0]
+    found = [
+        (r.speedup, r.speedup_trusted is not False)
+        for r in rows
+        if r.status == "correct" and r.speedup and math.isfinite(r.speedup) and r.speedup > 0
+    ]
     if not found:
         return '<p class="muted">no speedups yet</p>'
     logs = [math.log10(s) for s, _ in found]
@@ -252,37 +320,48 @@ def speedup_histogram(rows: list[Row], kind: Kind, *, width: int = 520, height: 
     left, top, w, h = 40, 12, width - 56, height - 52
     most = max(a + b for a, b in counts)
     x = lambda v: left + (v - lo) / (hi - lo) * w  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="histogram" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
-           f'<rect x="{left}" y="{top}" width="{w}" height="{h}" fill="none" stroke="#999"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="histogram" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">',
+        f'<rect x="{left}" y="{top}" width="{w}" height="{h}" fill="none" stroke="#999"/>',
+    ]
     for i, (ok, unverified) in enumerate(counts):
         for n, base, colour in ((ok, 0, "#1f6fb4"), (unverified, ok, STATUS_COLOURS["unverified"])):
             if n:
                 bar = n / most * (h - 8)
                 y0 = top + h - base / most * (h - 8) - bar
-                out.append(f'<rect class="bin" x="{x(lo + i * step) + 1:.1f}" y="{y0:.1f}" '
-                           f'width="{max(1.0, step / (hi - lo) * w - 2):.1f}" height="{bar:.1f}" fill="{colour}">'
-                           f"<title>{n} at {10 ** (lo + i * step):.3g}x–{10 ** (lo + (i + 1) * step):.3g}x</title>"
-                           "</rect>")
+                out.append(
+                    f'<rect class="bin" x="{x(lo + i * step) + 1:.1f}" y="{y0:.1f}" '
+                    f'width="{max(1.0, step / (hi - lo) * w - 2):.1f}" height="{bar:.1f}" fill="{colour}">'
+                    f"<title>{n} at {10 ** (lo + i * step):.3g}x–{10 ** (lo + (i + 1) * step):.3g}x</title>"
+                    "</rect>"
+                )
     for t in _speedup_ticks(lo, hi):
-        out.append(f'<line x1="{x(math.log10(t)):.1f}" y1="{top + h}" x2="{x(math.log10(t)):.1f}" y2="{top + h + 4}" '
-                   f'stroke="#666"/><text x="{x(math.log10(t)):.1f}" y="{top + h + 16}" text-anchor="middle" '
-                   f'fill="currentColor">{t:g}x</text>')
+        out.append(
+            f'<line x1="{x(math.log10(t)):.1f}" y1="{top + h}" x2="{x(math.log10(t)):.1f}" y2="{top + h + 4}" '
+            f'stroke="#666"/><text x="{x(math.log10(t)):.1f}" y="{top + h + 16}" text-anchor="middle" '
+            f'fill="currentColor">{t:g}x</text>'
+        )
     one = x(0.0)
-    out.append(f'<line class="one" x1="{one:.1f}" y1="{top}" x2="{one:.1f}" y2="{top + h}" stroke="#b22222" '
-               'stroke-dasharray="4 3"/>')
-    out.append(f'<text x="{left}" y="{height - 8}" fill="currentColor">{len(found)} correct; '
-               f'{"self-" if kind == "check" else ""}speedup, reference time over candidate time; '
-               f'{most} in the fullest bin</text>')
+    out.append(f'<line class="one" x1="{one:.1f}" y1="{top}" x2="{one:.1f}" y2="{top + h}" stroke="#b22222" stroke-dasharray="4 3"/>')
+    out.append(
+        f'<text x="{left}" y="{height - 8}" fill="currentColor">{len(found)} correct; '
+        f"{'self-' if kind == 'check' else ''}speedup, reference time over candidate time; "
+        f"{most} in the fullest bin</text>"
+    )
     out.append("</svg>")
     return "\n".join(out)
 
 
 def _speedup_ticks(lo: float, hi: float) -> list[float]:
     """Round speedups inside [10^lo, 10^hi], at most about seven."""
-    lists = ([0.001, 0.01, 0.1, 1, 10, 100, 1000], [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32],
-             [0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2], [0.9, 0.95, 1, 1.05, 1.1],
-             [0.97, 0.98, 0.99, 1, 1.01, 1.02, 1.03])
+    lists = (
+        [0.001, 0.01, 0.1, 1, 10, 100, 1000],
+        [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32],
+        [0.5, 0.6, 0.7, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2],
+        [0.9, 0.95, 1, 1.05, 1.1],
+        [0.97, 0.98, 0.99, 1, 1.01, 1.02, 1.03],
+    )
     for candidates in lists:
         inside = [t for t in candidates if lo <= math.log10(t) <= hi]
         if 3 <= len(inside) <= 9:
@@ -295,8 +374,9 @@ def cause_bars(rows: list[Row], *, width: int = 520) -> str:
     groups: dict[tuple[str, str], int] = {}
     for r in rows:
         status = "degenerate" if r.degenerate else r.status
-        label = {"correct": "correct", "degenerate": "degenerate"}.get(status) or \
-            f"{'cannot run' if status == 'cannot_run' else 'failed'}: {r.cause or 'unknown'}"
+        label = {"correct": "correct", "degenerate": "degenerate"}.get(
+            status
+        ) or f"{'cannot run' if status == 'cannot_run' else 'failed'}: {r.cause or 'unknown'}"
         groups[(status, label)] = groups.get((status, label), 0) + 1
     if not groups:
         return '<p class="muted">no rows yet</p>'
@@ -304,14 +384,19 @@ def cause_bars(rows: list[Row], *, width: int = 520) -> str:
     most = max(n for _, n in items)
     bar_w = width - 250
     height = 22 * len(items) + 8
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="causes" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="causes" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+    ]
     for i, ((status, label), n) in enumerate(items):
         y = 6 + 22 * i
-        out.append(f'<text x="212" y="{y + 12}" text-anchor="end" fill="currentColor">{_e(_cut(label, 36))}'
-                   f"<title>{_e(label)}</title></text>")
-        out.append(f'<rect class="cause {status}" x="220" y="{y}" width="{max(2.0, n / most * bar_w):.1f}" '
-                   f'height="16" fill="{STATUS_COLOURS.get(status, "#b22222")}"/>')
+        out.append(
+            f'<text x="212" y="{y + 12}" text-anchor="end" fill="currentColor">{_e(_cut(label, 36))}<title>{_e(label)}</title></text>'
+        )
+        out.append(
+            f'<rect class="cause {status}" x="220" y="{y}" width="{max(2.0, n / most * bar_w):.1f}" '
+            f'height="16" fill="{STATUS_COLOURS.get(status, "#b22222")}"/>'
+        )
         out.append(f'<text x="{226 + n / most * bar_w:.1f}" y="{y + 12}" fill="currentColor">{n}</text>')
     out.append("</svg>")
     return "\n".join(out)

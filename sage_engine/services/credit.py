@@ -58,8 +58,11 @@ def close_and_credit(store: Store, config: Config, episode_id: int, reason: Clos
     # family happens to be running. Per-task rulebooks show only rules
     # whose scope matched; a global rulebook shows every rule, so there
     # "applied" means its text matches the task.
-    off_topic = set() if config.rulebook_scope == "task" else {
-        i for i, sim in records.resident_match(episode_id).items() if sim < config.rule_match_threshold}
+    off_topic = (
+        set()
+        if config.rulebook_scope == "task"
+        else {i for i, sim in records.resident_match(episode_id).items() if sim < config.rule_match_threshold}
+    )
     targets = utility.credit_targets(shown, adopted, reward, config, not_applicable=off_topic)
     operator = row["operator"] or row["task"]
     family = row["family"]
@@ -73,25 +76,37 @@ def close_and_credit(store: Store, config: Config, episode_id: int, reason: Clos
             ops.append(operator)
         if is_adopted and family and family not in fams:
             fams.append(family)
-        fields = {"n_adopted": it["n_adopted"] + int(is_adopted), "operators_adopted": ops,
-                  "families_adopted": fams, "updated_at": now}
+        fields = {"n_adopted": it["n_adopted"] + int(is_adopted), "operators_adopted": ops, "families_adopted": fams, "updated_at": now}
         if item_id not in off_topic:  # p is the adoption rate where the rule applied
             fields["adoption_rate"] = utility.adoption_ema(it["adoption_rate"], is_adopted, config.adoption_ema_mu)
         if item_id in targets:
             target, _ = targets[item_id]
             eta = utility.learning_rate(it["n_retrieved"], config.eta_min, config.learning_rate_form)
             after = utility.step(it["utility"], target, eta)
-            fields.update(utility=after, n_credited=it["n_credited"] + 1, target_sum=it["target_sum"] + target,
-                          target_sq=it["target_sq"] + target * target)
-            update = UtilityUpdate(item_id=item_id, episode_id=episode_id, strategy=config.credit_strategy,
-                                   adopted=is_adopted, before=it["utility"], after=after, target=target, eta=eta)
+            fields.update(
+                utility=after,
+                n_credited=it["n_credited"] + 1,
+                target_sum=it["target_sum"] + target,
+                target_sq=it["target_sq"] + target * target,
+            )
+            update = UtilityUpdate(
+                item_id=item_id,
+                episode_id=episode_id,
+                strategy=config.credit_strategy,
+                adopted=is_adopted,
+                before=it["utility"],
+                after=after,
+                target=target,
+                eta=eta,
+            )
             store.audit.log_update(update, rule_version, now)
             updates.append(update)
         store.items.update(item_id, fields)
     if not records.close(episode_id, reward, json.dumps(parts), now, reason):
         raise Conflict(f"episode {episode_id} was closed by another call")
-    return AdoptionReport(episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True,
-                          credited=True, close_reason=reason)
+    return AdoptionReport(
+        episode_id=episode_id, reward=reward, reward_parts=parts, updates=updates, closed=True, credited=True, close_reason=reason
+    )
 
 
 def outcome_text(row) -> str:

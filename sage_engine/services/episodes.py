@@ -65,8 +65,17 @@ class EpisodeService:
 
     # -------------------------------------------------------------- retrieval
 
-    def retrieve(self, key: EpisodeKey, query: str, filters: Filters, k: int, *, episode_id: int | None,
-                 user: str | None, close_previous: bool = True) -> RetrievalResult:
+    def retrieve(
+        self,
+        key: EpisodeKey,
+        query: str,
+        filters: Filters,
+        k: int,
+        *,
+        episode_id: int | None,
+        user: str | None,
+        close_previous: bool = True,
+    ) -> RetrievalResult:
         """Open an episode (or continue one), rank, and log exactly what is
         shown (rulebook included) against it: that log is what credit uses."""
         dense = self.memory.dense_hits(query)
@@ -78,11 +87,9 @@ class EpisodeService:
                 cutoff = time.time() - self.config.episode_idle_s
                 owner = key.client if close_previous else None
                 stale = self.store.episodes.idle(cutoff, client=owner, task=key.task)
-                closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval")
-                          for e in stale]
+                closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval") for e in stale]
                 now = time.time()
-                episode_id = self.store.episodes.open(
-                    dict(key.__dict__, author=user, created_at=now, last_activity=now))
+                episode_id = self.store.episodes.open(dict(key.__dict__, author=user, created_at=now, last_activity=now))
             else:
                 self._open_row(episode_id, "call retrieve_rules without episode_id to start a new one")
             result = self._rank_and_log(episode_id, key, query, filters, k, dense, user)
@@ -93,8 +100,7 @@ class EpisodeService:
         items = self.store.items
         pool = [s for s in items.gate_rows(kind="rule", status="resident") if _in_scope(s[0], filters, user)]
         if self.config.rulebook_scope == "task":
-            task = ugc.TaskContext.of(query, family=key.family, operator=key.operator, backend=key.backend,
-                                      hardware=key.hardware)
+            task = ugc.TaskContext.of(query, family=key.family, operator=key.operator, backend=key.backend, hardware=key.hardware)
             residents = ugc.residents_for_task((ugc.GateStats(*s) for s in pool), task, self.config)
             filters = replace(filters, hide=frozenset(r.id for r in residents), residents_as_items=True)
         else:
@@ -103,8 +109,9 @@ class EpisodeService:
         found = items.many([r.id for r in ranking.items])
         # Every task sees the rulebook; how well a rule matches this task is
         # logged so credit can tell "ignored" from "not applicable".
-        shown_rules = [scored(rule, i + 1, similarity(query, f"{rule.title}\n{rule.content}"), 0.0, rule.utility)
-                       for i, rule in enumerate(residents)]
+        shown_rules = [
+            scored(rule, i + 1, similarity(query, f"{rule.title}\n{rule.content}"), 0.0, rule.utility) for i, rule in enumerate(residents)
+        ]
         shown_items = [scored(found[r.id], i + 1, r.similarity, r.exploration, r.score) for i, r in enumerate(ranking.items)]
         already = set(self.store.episodes.shown_ids(episode_id))
         now = time.time()
@@ -114,8 +121,9 @@ class EpisodeService:
         self.store.episodes.touch(episode_id, now)
         overhead = self.config.tokens_per_entry
         tokens = sum(approx_tokens(f"{s.title}\n{s.content}\n{s.code or ''}") + overhead for s in shown_rules + shown_items)
-        return RetrievalResult(episode_id=episode_id, resident_rules=shown_rules, items=shown_items,
-                               filtered_out=ranking.filtered_out, tokens=tokens)
+        return RetrievalResult(
+            episode_id=episode_id, resident_rules=shown_rules, items=shown_items, filtered_out=ranking.filtered_out, tokens=tokens
+        )
 
     # --------------------------------------------------------------- attempts
 
@@ -130,9 +138,17 @@ class EpisodeService:
             self._open_row(episode_id, "start a new one with retrieve_rules")
             self._check_shown(episode_id, adopted)
 
-    def record_attempt(self, result: EvalResult, *, episode_id: int | None, adopted: Sequence[Adoption] = (),
-                       candidate_path: str | None = None, user: str | None, request_id: str | None = None,
-                       host: str | None = None) -> EvalResult:
+    def record_attempt(
+        self,
+        result: EvalResult,
+        *,
+        episode_id: int | None,
+        adopted: Sequence[Adoption] = (),
+        candidate_path: str | None = None,
+        user: str | None,
+        request_id: str | None = None,
+        host: str | None = None,
+    ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions); returns it
         as stored. The same `request_id` twice stores it once."""
         if adopted and episode_id is None:
@@ -148,15 +164,25 @@ class EpisodeService:
                 self._check_shown(episode_id, adopted)
                 self.store.episodes.touch(episode_id, now)
             timing = result.candidate_timing
-            attempt_id = self.store.episodes.add_attempt({
-                "episode_id": episode_id, "task": result.task, "backend": result.backend, "status": result.status,
-                "candidate_hash": result.candidate_hash, "candidate_path": candidate_path, "speedup": result.speedup,
-                "candidate_ms": timing.median_ms if timing else None, "created_at": now, "author": user,
-                "request_id": request_id, "host": host or result.host,
-                "speedup_trusted": None if result.speedup_trusted is None else int(result.speedup_trusted),
-                # attempt_id, episode_id and created_at live in their columns.
-                "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
-            })
+            attempt_id = self.store.episodes.add_attempt(
+                {
+                    "episode_id": episode_id,
+                    "task": result.task,
+                    "backend": result.backend,
+                    "status": result.status,
+                    "candidate_hash": result.candidate_hash,
+                    "candidate_path": candidate_path,
+                    "speedup": result.speedup,
+                    "candidate_ms": timing.median_ms if timing else None,
+                    "created_at": now,
+                    "author": user,
+                    "request_id": request_id,
+                    "host": host or result.host,
+                    "speedup_trusted": None if result.speedup_trusted is None else int(result.speedup_trusted),
+                    # attempt_id, episode_id and created_at live in their columns.
+                    "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
+                }
+            )
             for a in adopted:
                 self._adopt(episode_id, a, attempt_id, user, now)  # type: ignore[arg-type]
             return result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id, "created_at": now})
@@ -172,8 +198,9 @@ class EpisodeService:
 
     # --------------------------------------------------------------- adoption
 
-    def record_adoption(self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None,
-                        lesson: Lesson | None, close: bool, user: str | None) -> AdoptionReport:
+    def record_adoption(
+        self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None, lesson: Lesson | None, close: bool, user: str | None
+    ) -> AdoptionReport:
         for a in adopted:
             if len(a.evidence) > 4000:
                 raise InvalidInput(f"evidence for item {a.id} is {len(a.evidence)} characters; the limit is 4000")
@@ -215,8 +242,7 @@ class EpisodeService:
 
     def close_idle(self) -> list[AdoptionReport]:
         with self.store.transaction():
-            reports = [self._close(e["id"], "idle")
-                       for e in self.store.episodes.idle(time.time() - self.config.episode_idle_s)]
+            reports = [self._close(e["id"], "idle") for e in self.store.episodes.idle(time.time() - self.config.episode_idle_s)]
         self._consolidate_if_due(reports)
         return reports
 
@@ -225,20 +251,42 @@ class EpisodeService:
     def get(self, episode_id: int) -> EpisodeDetail:
         with self.store.transaction(write=False):
             row = self.store.episodes.get(episode_id)
-            shown = [ScoredItem(
-                id=r["item_id"], kind=r["kind"], title=r["title"], content=r["content"], code=r["code"],
-                tags=json.loads(r["tags"]), utility=r["utility"], n_adopted=r["n_adopted"],
-                adoption_rate=r["adoption_rate"], similarity=r["similarity"], exploration=r["exploration"],
-                score=r["score"], rank=r["rank"],
-            ) for r in self.store.episodes.shown_rows(episode_id)]
-            adopted = [Adoption(id=r["item_id"], evidence=r["evidence"], weight=r["weight"])
-                       for r in self.store.episodes.adoptions(episode_id)]
+            shown = [
+                ScoredItem(
+                    id=r["item_id"],
+                    kind=r["kind"],
+                    title=r["title"],
+                    content=r["content"],
+                    code=r["code"],
+                    tags=json.loads(r["tags"]),
+                    utility=r["utility"],
+                    n_adopted=r["n_adopted"],
+                    adoption_rate=r["adoption_rate"],
+                    similarity=r["similarity"],
+                    exploration=r["exploration"],
+                    score=r["score"],
+                    rank=r["rank"],
+                )
+                for r in self.store.episodes.shown_rows(episode_id)
+            ]
+            adopted = [
+                Adoption(id=r["item_id"], evidence=r["evidence"], weight=r["weight"]) for r in self.store.episodes.adoptions(episode_id)
+            ]
             rows = self.store.episodes.attempts(episode_id)
             by_attempt = self.store.episodes.adopted_in_attempts([r["id"] for r in rows])
-            attempts = [AttemptSummary(id=r["id"], status=r["status"], speedup=r["speedup"], candidate_ms=r["candidate_ms"],
-                                       speedup_trusted=None if r["speedup_trusted"] is None else bool(r["speedup_trusted"]),
-                                       candidate_hash=r["candidate_hash"], adopted_ids=by_attempt[r["id"]],
-                                       created_at=r["created_at"]) for r in rows]
+            attempts = [
+                AttemptSummary(
+                    id=r["id"],
+                    status=r["status"],
+                    speedup=r["speedup"],
+                    candidate_ms=r["candidate_ms"],
+                    speedup_trusted=None if r["speedup_trusted"] is None else bool(r["speedup_trusted"]),
+                    candidate_hash=r["candidate_hash"],
+                    adopted_ids=by_attempt[r["id"]],
+                    created_at=r["created_at"],
+                )
+                for r in rows
+            ]
             updates = self.store.audit.utility_log(episode_id=episode_id)
             base = _summary(row, len(rows))
         return EpisodeDetail(**base.model_dump(), shown=shown, adopted=adopted, attempt_list=attempts, updates=updates)
@@ -292,10 +340,18 @@ class EpisodeService:
                 tags.append(str(chip))
                 hardware = hardware or str(chip)
         return NewItem(
-            title=lesson.title, content=lesson.content, code=lesson.code, kind="experience",
-            scope=lesson.scope or row["scope"], operator=row["operator"], family=row["family"],
-            backend=row["backend"], hardware=hardware, tags=sorted(set(tags)),
-            source_episode=row["id"], source_attempt=attempt_id,
+            title=lesson.title,
+            content=lesson.content,
+            code=lesson.code,
+            kind="experience",
+            scope=lesson.scope or row["scope"],
+            operator=row["operator"],
+            family=row["family"],
+            backend=row["backend"],
+            hardware=hardware,
+            tags=sorted(set(tags)),
+            source_episode=row["id"],
+            source_attempt=attempt_id,
         )
 
     def _close(self, episode_id: int, reason: CloseReason) -> AdoptionReport:
@@ -321,9 +377,19 @@ def _in_scope(item, filters: Filters, user: str | None) -> bool:
 def _summary(row, attempts: int) -> EpisodeSummary:
     closed = row["status"] == "closed"
     return EpisodeSummary(
-        id=row["id"], task=row["task"], operator=row["operator"], family=row["family"], backend=row["backend"],
-        client=row["client"], author=row["author"], status=row["status"], reward=row["reward"], attempts=attempts,
-        created_at=row["created_at"], closed_at=row["closed_at"], close_reason=row["close_reason"],
+        id=row["id"],
+        task=row["task"],
+        operator=row["operator"],
+        family=row["family"],
+        backend=row["backend"],
+        client=row["client"],
+        author=row["author"],
+        status=row["status"],
+        reward=row["reward"],
+        attempts=attempts,
+        created_at=row["created_at"],
+        closed_at=row["closed_at"],
+        close_reason=row["close_reason"],
         credited=(row["reward"] is not None) if closed else None,
     )
 
@@ -334,9 +400,18 @@ def attempt_result(row) -> EvalResult:
     return result.model_copy(update={"attempt_id": row["id"], "episode_id": row["episode_id"], "created_at": row["created_at"]})
 
 
-def episode_key(task: str, *, operator: str | None, family: str | None = None, backend: str | None,
-                hardware: str | None, client: str | None, scope: str | None, reference: str | None,
-                load_task: Callable[[str], object]) -> tuple[EpisodeKey, str]:
+def episode_key(
+    task: str,
+    *,
+    operator: str | None,
+    family: str | None = None,
+    backend: str | None,
+    hardware: str | None,
+    client: str | None,
+    scope: str | None,
+    reference: str | None,
+    load_task: Callable[[str], object],
+) -> tuple[EpisodeKey, str]:
     """What an episode is about, and the retrieval query: a bundled task or
     reference contributes its operator, family and description (where the
     caller did not name them); free text describing the operator is used as
@@ -357,8 +432,8 @@ def episode_key(task: str, *, operator: str | None, family: str | None = None, b
         task_key = t.id  # type: ignore[attr-defined]
     if "\n" in task_key:
         task_key = "inline:" + hashlib.sha256(task_key.encode()).hexdigest()[:12]
-    query = " ".join(filter(None, [task if t is None else "", operator, family, description, backend, hardware,
-                                   (reference or "")[:2000]]))
-    key = EpisodeKey(task=task_key[:300], operator=operator, family=family, backend=backend or None,
-                     hardware=hardware, client=client, scope=scope)
+    query = " ".join(filter(None, [task if t is None else "", operator, family, description, backend, hardware, (reference or "")[:2000]]))
+    key = EpisodeKey(
+        task=task_key[:300], operator=operator, family=family, backend=backend or None, hardware=hardware, client=client, scope=scope
+    )
     return key, query

@@ -67,39 +67,61 @@ class EvaluationService:
             self.check_path(Path(spec))
         return load_task(spec)
 
-    def list_tasks(self, *, level: int | None = None, family: str | None = None,
-                   suite_dir: Path | str | None = None) -> list[TaskSummary]:
+    def list_tasks(self, *, level: int | None = None, family: str | None = None, suite_dir: Path | str | None = None) -> list[TaskSummary]:
         from sage_engine.evaluation.host.tasks import list_suite, task_summary
 
         if suite_dir is not None:
             suite_dir = self.check_path(Path(suite_dir))
         return [task_summary(t) for t in list_suite(suite_dir, level=level, family=family)]
 
-    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None,
-                    family: str | None = None) -> list["Task"]:
+    def suite_tasks(self, suite_dir: Path | str | None = None, *, level: int | None = None, family: str | None = None) -> list["Task"]:
         from sage_engine.evaluation.host.tasks import list_suite
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
         return list_suite(folder, level=level, family=family)
 
-    def import_tasks(self, src: Path | str, dest: Path | str, *, overwrite: bool = False, max_cases: int | None = None,
-                     scale: str | None = None, progress: Callable[[int, int, str], None] | None = None) -> list:
+    def import_tasks(
+        self,
+        src: Path | str,
+        dest: Path | str,
+        *,
+        overwrite: bool = False,
+        max_cases: int | None = None,
+        scale: str | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+    ) -> list:
         from sage_engine.suite.importers import import_tasks
 
         backend = self.harness.backend("cpu") if scale else None
-        return import_tasks(Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases, scale=scale,
-                            backend=backend, progress=progress)
+        return import_tasks(
+            Path(src), Path(dest), overwrite=overwrite, max_cases=max_cases, scale=scale, backend=backend, progress=progress
+        )
 
-    def check_suite(self, suite_dir: Path | str | None = None, *, backend: str | None = None, jobs: int | None = None,
-                    trials: int | None = None, task_ids: Sequence[str] | None = None,
-                    progress: Callable[[int, int, str], None] | None = None, rows: Path | str | None = None,
-                    report: Path | str | None = None):
+    def check_suite(
+        self,
+        suite_dir: Path | str | None = None,
+        *,
+        backend: str | None = None,
+        jobs: int | None = None,
+        trials: int | None = None,
+        task_ids: Sequence[str] | None = None,
+        progress: Callable[[int, int, str], None] | None = None,
+        rows: Path | str | None = None,
+        report: Path | str | None = None,
+    ):
         from sage_engine.suite.check import check_suite, select_tasks
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None
-        return check_suite(select_tasks(folder, task_ids), self.config, backend=backend or self.config.backend,
-                           jobs=jobs, trials=trials, progress=progress, rows=Path(rows) if rows else None,
-                           report=Path(report) if report else None)
+        return check_suite(
+            select_tasks(folder, task_ids),
+            self.config,
+            backend=backend or self.config.backend,
+            jobs=jobs,
+            trials=trials,
+            progress=progress,
+            rows=Path(rows) if rows else None,
+            report=Path(report) if report else None,
+        )
 
     # ------------------------------------------------------------ candidates
 
@@ -151,8 +173,9 @@ class EvaluationService:
         backend = self.harness.backend(name)
         calibration = getattr(backend, "calibration", None)
         if not callable(calibration) or not backend.timing_representative:
-            raise BackendUnavailable(f"the {backend.name} backend times nothing representative: it has no limits to "
-                                     "measure; calibrate cpu, npu or cuda")
+            raise BackendUnavailable(
+                f"the {backend.name} backend times nothing representative: it has no limits to measure; calibrate cpu, npu or cuda"
+            )
         status = self.harness.backend_status(backend.name)
         if not status.ready:
             raise BackendUnavailable(f"backend {backend.name!r} is not ready: {status.reason}. {status.setup}".strip())

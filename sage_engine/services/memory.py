@@ -35,9 +35,19 @@ def visible(item: Item, user: str | None) -> bool:
 
 def scored(item: Item, rank_: int, sim: float, bonus: float, score: float) -> ScoredItem:
     return ScoredItem(
-        id=item.id, kind=item.kind, title=item.title, content=item.content, code=item.code, tags=item.tags,
-        utility=round(item.utility, 4), n_adopted=item.n_adopted, adoption_rate=round(item.adoption_rate, 4),
-        similarity=round(sim, 4), exploration=round(bonus, 4), score=round(score, 4), rank=rank_,
+        id=item.id,
+        kind=item.kind,
+        title=item.title,
+        content=item.content,
+        code=item.code,
+        tags=item.tags,
+        utility=round(item.utility, 4),
+        n_adopted=item.n_adopted,
+        adoption_rate=round(item.adoption_rate, 4),
+        similarity=round(sim, 4),
+        exploration=round(bonus, 4),
+        score=round(score, 4),
+        rank=rank_,
     )
 
 
@@ -83,12 +93,18 @@ class MemoryService:
         dup = self.find_duplicate(new, dense, user) if dedup else None
         if dup:
             item, sim = dup
-            self.store.items.strengthen(item.id, sorted(set(item.tags) | set(new.tags)),
-                                        sorted(set(item.derived_from) | set(new.derived_from)), now)
+            self.store.items.strengthen(
+                item.id, sorted(set(item.tags) | set(new.tags)), sorted(set(item.derived_from) | set(new.derived_from)), now
+            )
             return AddResult(item=self.store.items.get(item.id), merged=True, similarity=round(sim, 4))
         row = new.model_dump()
-        row.update(status="active", author=user, created_at=now, updated_at=now,
-                   tokens=approx_tokens(f"{new.title}\n{new.content}\n{new.code or ''}"))
+        row.update(
+            status="active",
+            author=user,
+            created_at=now,
+            updated_at=now,
+            tokens=approx_tokens(f"{new.title}\n{new.content}\n{new.code or ''}"),
+        )
         item_id = self.store.items.insert(row)
         return AddResult(item=self.store.items.get(item_id), merged=False)
 
@@ -131,8 +147,9 @@ class MemoryService:
             raise InvalidInput("limit must lie in 1..1000 and offset must be >= 0")
         if scope:
             scope = validation.check_scope(scope)
-        return self.store.items.list(kind=kind, statuses=[status] if status else LISTED, scope=scope, author=author,
-                                     viewer=user, limit=limit, offset=offset)
+        return self.store.items.list(
+            kind=kind, statuses=[status] if status else LISTED, scope=scope, author=author, viewer=user, limit=limit, offset=offset
+        )
 
     def search(self, query: str, *, k: int, backend=None, hardware=None, scope=None, user: str | None) -> list[ScoredItem]:
         """Rank like retrieve, residents included, without opening an episode
@@ -151,8 +168,11 @@ class MemoryService:
         if not changes:
             raise InvalidInput("nothing to change: give a title, content, code or tags")
         c = self.config
-        for name, limit, required in (("title", c.max_title_chars, True), ("content", c.max_content_chars, True),
-                                      ("code", c.max_code_chars, False)):
+        for name, limit, required in (
+            ("title", c.max_title_chars, True),
+            ("content", c.max_content_chars, True),
+            ("code", c.max_code_chars, False),
+        ):
             if name in changes:
                 validation.check_text(name, changes[name], limit, required=required)
         if "tags" in changes:
@@ -196,14 +216,21 @@ class MemoryService:
             episodes = self.store.episodes.counts_by_status()
             counts = self.store.audit.counts(("attempts", "adoptions", "utility_log", "consolidations"))
             return MemoryStats(
-                db_path=self.store.describe(), store=self.store.dialect, items_by_kind=items.counts_by("kind"),
-                items_by_status=by_status, resident_rules=by_status.get("resident", 0),
-                resident_tokens=items.resident_tokens(), episodes_open=episodes.get("open", 0),
+                db_path=self.store.describe(),
+                store=self.store.dialect,
+                items_by_kind=items.counts_by("kind"),
+                items_by_status=by_status,
+                resident_rules=by_status.get("resident", 0),
+                resident_tokens=items.resident_tokens(),
+                episodes_open=episodes.get("open", 0),
                 episodes_closed=episodes.get("closed", 0),
-                episodes_without_evidence=self.store.episodes.without_evidence(), attempts=counts["attempts"],
+                episodes_without_evidence=self.store.episodes.without_evidence(),
+                attempts=counts["attempts"],
                 adoptions=counts["adoptions"],
-                utility_updates=counts["utility_log"], consolidations=counts["consolidations"],
-                mean_utility=items.mean_utility(), by_author=self.store.audit.authors(),
+                utility_updates=counts["utility_log"],
+                consolidations=counts["consolidations"],
+                mean_utility=items.mean_utility(),
+                by_author=self.store.audit.authors(),
             )
 
     def export_jsonl(self, path: Path | str) -> ImportReport:
@@ -255,5 +282,4 @@ class MemoryService:
 
 
 def report(counts: dict[str, int]) -> ImportReport:
-    return ImportReport(items=counts.get("items", 0), episodes=counts.get("episodes", 0),
-                        attempts=counts.get("attempts", 0), rows=counts)
+    return ImportReport(items=counts.get("items", 0), episodes=counts.get("episodes", 0), attempts=counts.get("attempts", 0), rows=counts)

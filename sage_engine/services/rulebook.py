@@ -27,8 +27,9 @@ class RulebookService:
     def __init__(self, store: Store, config: Config, abstractor: ugc.RuleAbstractor):
         self.store, self.config, self.abstractor = store, config, abstractor
 
-    def consolidate(self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None,
-                    user: str | None = None) -> ConsolidationReport:
+    def consolidate(
+        self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None, user: str | None = None
+    ) -> ConsolidationReport:
         budget = budget_tokens or self.config.budget_tokens
         if budget <= 0 or budget > 200_000:
             raise InvalidInput("budget_tokens must lie between 1 and 200000")
@@ -36,8 +37,7 @@ class RulebookService:
         step(0, 3, "gating items")
         with self.store.transaction(write=False):
             eligible = self._eligible()
-            common = ugc.common_task_words(self.store.episodes.recent_queries(self.config.ugc_trigger_window),
-                                           self.config)
+            common = ugc.common_task_words(self.store.episodes.recent_queries(self.config.ugc_trigger_window), self.config)
         clusters = [c for group in _by_owner(eligible) for c in ugc.cluster(group, self.config.cluster_threshold)]
         step(1, 3, f"abstracting {len(clusters)} clusters")
         notes: list[str] = []
@@ -52,16 +52,20 @@ class RulebookService:
             drafts = [d for d in drafts if all(it.id in still for it in d[0])]
             eligible = [it for it in eligible if it.id in still]
             now = time.time()
-            new_rules = [_rule_item(draft, group, now, -(i + 1), user, self.config, common)
-                         for i, (group, draft, _) in enumerate(drafts)]
+            new_rules = [_rule_item(draft, group, now, -(i + 1), user, self.config, common) for i, (group, draft, _) in enumerate(drafts)]
             existing = self.store.items.list(kind="rule", statuses=["active", "resident"])
             step(2, 3, "choosing the rulebook")
             choice = ugc.choose_rulebook(existing + new_rules, self.config, budget)
             kinds = {d[2] for d in drafts}
             report = ConsolidationReport(
-                dry_run=dry_run, eligible=[it.id for it in eligible], merged=[[it.id for it in g] for g, _, _ in drafts],
-                created_rules=[d for _, d, _ in drafts], budget_tokens=budget, tokens=choice.tokens,
-                abstraction="llm" if "llm" in kinds else ("deterministic" if drafts else "none"), notes=notes,
+                dry_run=dry_run,
+                eligible=[it.id for it in eligible],
+                merged=[[it.id for it in g] for g, _, _ in drafts],
+                created_rules=[d for _, d, _ in drafts],
+                budget_tokens=budget,
+                tokens=choice.tokens,
+                abstraction="llm" if "llm" in kinds else ("deterministic" if drafts else "none"),
+                notes=notes,
             )
             if dry_run:
                 status = {r.id: r.status for r in existing}
@@ -126,8 +130,7 @@ class RulebookService:
             snap = json.loads(row["snapshot"])
             now = time.time()
             for rid in snap["created"]:
-                items.update(rid, {"status": "deleted", "status_reason": f"consolidation {consolidation_id} reverted",
-                                   "updated_at": now})
+                items.update(rid, {"status": "deleted", "status_reason": f"consolidation {consolidation_id} reverted", "updated_at": now})
             for item_id, status in snap["statuses"].items():
                 items.update(int(item_id), {"status": status, "status_reason": None, "updated_at": now})
             audit.mark_reverted(consolidation_id, now)
@@ -165,8 +168,9 @@ def _abstract(abstractor: ugc.RuleAbstractor, group: list[Item], notes: list[str
     return draft, "deterministic"
 
 
-def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None, config: Config,
-               common: frozenset[str]) -> Item:
+def _rule_item(
+    draft: RuleDraft, group: list[Item], now: float, temp_id: int, user: str | None, config: Config, common: frozenset[str]
+) -> Item:
     content = ugc.render_rule(draft)
     scope_ = ugc.rule_scope(group, draft, config, common)
     operators = sorted({op for g in group for op in g.operators_adopted})
@@ -176,16 +180,33 @@ def _rule_item(draft: RuleDraft, group: list[Item], now: float, temp_id: int, us
     hardware = {g.hardware for g in group if g.hardware}
     scope = group[0].scope
     return Item(
-        id=temp_id, kind="rule", status="active", title=draft.title[:200], content=content, code=None,
-        scope=scope, author=group[0].author if scope == "private" else user,
-        operator=None, family=fams.pop() if len(fams) == 1 else None,
+        id=temp_id,
+        kind="rule",
+        status="active",
+        title=draft.title[:200],
+        content=content,
+        code=None,
+        scope=scope,
+        author=group[0].author if scope == "private" else user,
+        operator=None,
+        family=fams.pop() if len(fams) == 1 else None,
         backend=backends.pop() if len(backends) == 1 else None,
         hardware=hardware.pop() if len(hardware) == 1 else None,
-        tags=tags, utility=sum(g.utility for g in group) / len(group),
-        n_retrieved=sum(g.n_retrieved for g in group), n_adopted=sum(g.n_adopted for g in group),
-        n_credited=sum(g.n_credited for g in group), adoption_rate=max(g.adoption_rate for g in group),
-        operators_adopted=operators, families_adopted=sorted({f for g in group for f in g.families_adopted}),
-        derived_from=draft.evidence, tokens=ugc.rule_tokens(draft), created_at=now, updated_at=now,
-        rule_families=scope_.families, rule_operators=scope_.operators, rule_backends=scope_.backends,
-        rule_hardware=scope_.hardware, rule_triggers=scope_.triggers,
+        tags=tags,
+        utility=sum(g.utility for g in group) / len(group),
+        n_retrieved=sum(g.n_retrieved for g in group),
+        n_adopted=sum(g.n_adopted for g in group),
+        n_credited=sum(g.n_credited for g in group),
+        adoption_rate=max(g.adoption_rate for g in group),
+        operators_adopted=operators,
+        families_adopted=sorted({f for g in group for f in g.families_adopted}),
+        derived_from=draft.evidence,
+        tokens=ugc.rule_tokens(draft),
+        created_at=now,
+        updated_at=now,
+        rule_families=scope_.families,
+        rule_operators=scope_.operators,
+        rule_backends=scope_.backends,
+        rule_hardware=scope_.hardware,
+        rule_triggers=scope_.triggers,
     )

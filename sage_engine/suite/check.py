@@ -103,14 +103,29 @@ class SuiteCheck:
     benchmarks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"backend": self.backend, "jobs": self.jobs, "started": self.started, "wall_s": self.wall_s,
-                "load": self.load, "summary": self.summary, "benchmarks": self.benchmarks,
-                "tasks": [t.as_dict() for t in self.tasks]}
+        return {
+            "backend": self.backend,
+            "jobs": self.jobs,
+            "started": self.started,
+            "wall_s": self.wall_s,
+            "load": self.load,
+            "summary": self.summary,
+            "benchmarks": self.benchmarks,
+            "tasks": [t.as_dict() for t in self.tasks],
+        }
 
 
-def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None, jobs: int | None = None,
-                trials: int | None = None, progress: ProgressCallback | None = None,
-                rows: Path | None = None, report: Path | None = None) -> SuiteCheck:
+def check_suite(
+    tasks: list[Task],
+    config: Config,
+    *,
+    backend: str | None = None,
+    jobs: int | None = None,
+    trials: int | None = None,
+    progress: ProgressCallback | None = None,
+    rows: Path | None = None,
+    report: Path | None = None,
+) -> SuiteCheck:
     """Self-check `tasks` on `backend` with `jobs` evaluations at a time (`default_jobs` when None);
     with `report`, an HTML page of the rows so far is rewritten as each arrives."""
     backend = backend or config.backend
@@ -157,8 +172,9 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
 
     try:
         with Harness(config.replace(eval_workers=max(config.eval_workers, jobs))) as harness:
-            threads = [threading.Thread(target=worker, args=(harness,), name=f"suite-check-{n}", daemon=True)
-                       for n in range(min(jobs, len(tasks)))]
+            threads = [
+                threading.Thread(target=worker, args=(harness,), name=f"suite-check-{n}", daemon=True) for n in range(min(jobs, len(tasks)))
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -171,8 +187,7 @@ def check_suite(tasks: list[Task], config: Config, *, backend: str | None = None
     if page is not None:
         page.finish()
     checks = [r for r in results if r is not None]
-    report = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1),
-                        {"before": load_before, "after": _load()}, checks)
+    report = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1), {"before": load_before, "after": _load()}, checks)
     report.summary = summarize(checks)
     for name in sorted({c.benchmark for c in checks}):
         report.benchmarks[name] = summarize([c for c in checks if c.benchmark == name])
@@ -213,19 +228,30 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     except BackendUnavailable:
         raise
     except SageError as exc:
-        return TaskCheck(**base, status="failed", cause="not evaluable", detail=str(exc),
-                         seconds=round(time.monotonic() - start, 2))
-    timing = {"reference_ms": result.reference_timing.median_ms if result.reference_timing else None,
-              "candidate_ms": result.candidate_timing.median_ms if result.candidate_timing else None,
-              "seconds": round(result.duration_s, 2)}
+        return TaskCheck(**base, status="failed", cause="not evaluable", detail=str(exc), seconds=round(time.monotonic() - start, 2))
+    timing = {
+        "reference_ms": result.reference_timing.median_ms if result.reference_timing else None,
+        "candidate_ms": result.candidate_timing.median_ms if result.candidate_timing else None,
+        "seconds": round(result.duration_s, 2),
+    }
     variants = [v.model_dump() for v in result.variants]
     if result.status == "correct":
         nulls, degenerate = null_checks(harness, task, backend=backend, trials=trials)
         bound, share = suite_page.point_of(result)
         chart = roofline.chart_for(result).model_dump(mode="json") if result.profile is not None else None
-        return TaskCheck(**base, status="correct", speedup=result.speedup, detail=result.message, **timing,
-                         variants=variants, nulls=nulls, degenerate=result.degenerate or degenerate, bound=bound,
-                         share=share, roofline=chart)
+        return TaskCheck(
+            **base,
+            status="correct",
+            speedup=result.speedup,
+            detail=result.message,
+            **timing,
+            variants=variants,
+            nulls=nulls,
+            degenerate=result.degenerate or degenerate,
+            bound=bound,
+            share=share,
+            roofline=chart,
+        )
     cause, detail = causes.classify(result)
     if cause == "not reproducible":
         tree = ast.parse(task.reference_source)
@@ -235,8 +261,10 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
     return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing, variants=variants)
 
 
-NULL_WHY = {"zeros": "zeros pass: the output is zero, or within tolerance of it, for every input tried",
-            "constant": "a constant passes: the output hardly depends on the input"}
+NULL_WHY = {
+    "zeros": "zeros pass: the output is zero, or within tolerance of it, for every input tried",
+    "constant": "a constant passes: the output hardly depends on the input",
+}
 
 
 def null_checks(harness: Harness, task: Task, *, backend: str, trials: int | None) -> tuple[dict[str, str], str | None]:
@@ -259,7 +287,7 @@ def null_candidates(own: str) -> dict[str, str]:
     shape, returning zeros; and one returning, everywhere, the mean of the
     reference's output for other inputs (each input's values permuted)."""
     inner = re.sub(r"\bModelNew\b", "_Reference", own)  # super(ModelNew, self) inside it too
-    wrapper = '''
+    wrapper = """
 
 def _flat(value):
     return list(value) if isinstance(value, (tuple, list)) else [value]
@@ -288,7 +316,7 @@ class ModelNew(torch.nn.Module):
                                for o in _flat(self.reference(*other))]
         means = iter(self.means[key])
         return _shaped(outputs, lambda o: torch.full_like(o, next(means)))
-'''
+"""
     return {mode: f"import torch\n{inner}\nMODE = {mode!r}\n{wrapper}" for mode in ("zeros", "constant")}
 
 
@@ -310,19 +338,33 @@ def summarize(checks: list[TaskCheck]) -> dict[str, Any]:
     spread: dict[str, Any] = {"n": len(speedups)}
     if speedups:
         q1, median, q3 = _quartiles(speedups)
-        spread.update(median=round(median, 4), q1=round(q1, 4), q3=round(q3, 4), iqr=round(q3 - q1, 4),
-                      min=round(speedups[0], 4), max=round(speedups[-1], 4))
+        spread.update(
+            median=round(median, 4),
+            q1=round(q1, 4),
+            q3=round(q3, 4),
+            iqr=round(q3 - q1, 4),
+            min=round(speedups[0], 4),
+            max=round(speedups[-1], 4),
+        )
     slowest = max(checks, key=lambda c: c.seconds, default=None)
     goals = {
-        "correct_pct": {"goal": f">= {GOAL_CORRECT_PCT}", "value": pct,
-                        "met": pct is not None and pct >= GOAL_CORRECT_PCT},
-        "median_self_speedup": {"goal": f"{GOAL_SPEEDUP[0]}..{GOAL_SPEEDUP[1]}", "value": spread.get("median"),
-                                "met": "median" in spread and GOAL_SPEEDUP[0] <= spread["median"] <= GOAL_SPEEDUP[1]},
-        "slowest_task_s": {"goal": f"<= {GOAL_TASK_S}", "value": slowest.seconds if slowest else None,
-                           "met": slowest is not None and slowest.seconds <= GOAL_TASK_S},
+        "correct_pct": {"goal": f">= {GOAL_CORRECT_PCT}", "value": pct, "met": pct is not None and pct >= GOAL_CORRECT_PCT},
+        "median_self_speedup": {
+            "goal": f"{GOAL_SPEEDUP[0]}..{GOAL_SPEEDUP[1]}",
+            "value": spread.get("median"),
+            "met": "median" in spread and GOAL_SPEEDUP[0] <= spread["median"] <= GOAL_SPEEDUP[1],
+        },
+        "slowest_task_s": {
+            "goal": f"<= {GOAL_TASK_S}",
+            "value": slowest.seconds if slowest else None,
+            "met": slowest is not None and slowest.seconds <= GOAL_TASK_S,
+        },
     }
     return {
-        "tasks": len(checks), "runnable": len(runnable), "correct": len(correct), "correct_pct": pct,
+        "tasks": len(checks),
+        "runnable": len(runnable),
+        "correct": len(correct),
+        "correct_pct": pct,
         "self_speedup": spread,
         "slowest": {"id": slowest.id, "seconds": slowest.seconds} if slowest else None,
         "failures": _grouped([c for c in runnable if c.status != "correct"]),

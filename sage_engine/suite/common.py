@@ -45,8 +45,16 @@ class ImportedTask:
     requires: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "path": str(self.path), "source": str(self.source), "layout": self.layout,
-                "cases": self.cases, "notes": self.notes, "benchmark": self.benchmark, "requires": self.requires}
+        return {
+            "id": self.id,
+            "path": str(self.path),
+            "source": str(self.source),
+            "layout": self.layout,
+            "cases": self.cases,
+            "notes": self.notes,
+            "benchmark": self.benchmark,
+            "requires": self.requires,
+        }
 
 
 def snake(name: str) -> str:
@@ -82,8 +90,9 @@ def git_commit(root: Path | None) -> str | None:
     if root is None or shutil.which("git") is None:
         return None
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                             timeout=GIT_TIMEOUT_S, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = out.stdout.strip()

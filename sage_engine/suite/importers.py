@@ -78,9 +78,16 @@ def _not_a_task_folder(py: Path, root: Path) -> bool:
     return any(p.startswith((".", "_")) or p in TOOLING_FOLDERS for p in parts)
 
 
-def import_tasks(src_path: Path, dest: Path, *, overwrite: bool = False, max_cases: int | None = None,
-                 scale: str | None = None, backend: Any = None, progress: ProgressCallback | None = None,
-                 ) -> list[ImportedTask]:
+def import_tasks(
+    src_path: Path,
+    dest: Path,
+    *,
+    overwrite: bool = False,
+    max_cases: int | None = None,
+    scale: str | None = None,
+    backend: Any = None,
+    progress: ProgressCallback | None = None,
+) -> list[ImportedTask]:
     """Convert every task found at `src_path` into a task directory under
     `dest`. `scale="cpu"` needs `backend` (a sandbox backend) to size them."""
     if scale is not None and scale not in SCALES:
@@ -105,10 +112,10 @@ def import_tasks(src_path: Path, dest: Path, *, overwrite: bool = False, max_cas
         converted = _convert(path, layout, max_cases)
         converted.id = _unique(converted.id, path, taken)
         taken.add(converted.id)
-        requires = [f"{r.kind}: {r.reason}" + (f" (line {r.line})" if r.line else "")
-                    for r in src.requirements(ast.parse(converted.reference))]
-        origin: dict[str, Any] = {"benchmark": name or _benchmark_of(layout),
-                                  "path": str(path.relative_to(root)) if root else str(path)}
+        requires = [
+            f"{r.kind}: {r.reason}" + (f" (line {r.line})" if r.line else "") for r in src.requirements(ast.parse(converted.reference))
+        ]
+        origin: dict[str, Any] = {"benchmark": name or _benchmark_of(layout), "path": str(path.relative_to(root)) if root else str(path)}
         if commit:
             origin["commit"] = commit
         if requires:
@@ -116,8 +123,7 @@ def import_tasks(src_path: Path, dest: Path, *, overwrite: bool = False, max_cas
         if converted.helpers:
             origin["helpers"] = sorted(converted.helpers)
         target, cases = write_task(dest, converted, overwrite=overwrite, origin=origin)
-        out.append(ImportedTask(converted.id, target, path, layout, cases, list(converted.notes),
-                                origin["benchmark"], requires))
+        out.append(ImportedTask(converted.id, target, path, layout, cases, list(converted.notes), origin["benchmark"], requires))
     if scale == "cpu":
         _scale_all(out, backend, progress)
     if progress:

@@ -43,13 +43,17 @@ def convert(path: Path, *, seed: int) -> Converted:
     family = snake(path.parent.name) if not re.search(r"level_?\d", path.parent.name, re.I) else tid
     model = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     doc = (ast.get_docstring(model) if model is not None else None) or ""
-    meta = {"name": re.sub(r"^\d+_", "", path.stem).replace("_", " ").strip(), "operator": tid, "family": family,
-            "level": level_of(path), "description": _first_line(doc) or f"{tid} from {path.parent.name}",
-            "cases": []}
+    meta = {
+        "name": re.sub(r"^\d+_", "", path.stem).replace("_", " ").strip(),
+        "operator": tid,
+        "family": family,
+        "level": level_of(path),
+        "description": _first_line(doc) or f"{tid} from {path.parent.name}",
+        "cases": [],
+    }
     description = None
     if notes:
-        description = (doc.strip() + "\n\n" if doc.strip() else "") + "## Imported notes\n\n" + "\n".join(
-            f"- {n}" for n in notes)
+        description = (doc.strip() + "\n\n" if doc.strip() else "") + "## Imported notes\n\n" + "\n".join(f"- {n}" for n in notes)
     return Converted(tid, reference, meta, description, notes)
 
 
@@ -65,21 +69,20 @@ def adapt(text: str, *, seed: int, where: str, builders: set[str] = BUILDERS) ->
     count = len(tree.body)
     notes = []
     if randomness.shim_random_inputs(tree, builders):
-        notes.append("input builders draw integer/boolean values through dtype-aware stand-ins for "
-                     "torch.rand/randn/uniform_/normal_, which CPU torch implements for float dtypes only")
+        notes.append(
+            "input builders draw integer/boolean values through dtype-aware stand-ins for "
+            "torch.rand/randn/uniform_/normal_, which CPU torch implements for float dtypes only"
+        )
     appended = tree.body[count:]
     tree.body = tree.body[:count]
     if randomness.seed_random_forward(tree, seed):
-        notes.append(f"Model.forward draws random numbers; the reference draws them from a generator seeded "
-                     f"with {seed} at every call")
-    if len(tree.body) == len(originals) and not appended and \
-            all(ast.dump(a) == b for a, b in zip(tree.body, before)):
+        notes.append(f"Model.forward draws random numbers; the reference draws them from a generator seeded with {seed} at every call")
+    if len(tree.body) == len(originals) and not appended and all(ast.dump(a) == b for a, b in zip(tree.body, before)):
         return text, notes
     return _rewrite(text, originals, before, tree.body, appended), notes
 
 
-def _rewrite(text: str, originals: list[ast.stmt], before: list[str], body: list[ast.stmt],
-             appended: list[ast.stmt]) -> str:
+def _rewrite(text: str, originals: list[ast.stmt], before: list[str], body: list[ast.stmt], appended: list[ast.stmt]) -> str:
     """Replace the changed top-level statements' text, leave out dropped ones,
     insert new ones; everything else (comments included) keeps its text."""
     lines = text.splitlines(keepends=True)

@@ -21,7 +21,7 @@ from sage_engine.errors import InvalidInput
 from sage_engine.suite.common import Converted, level_of, snake
 from sage_engine.suite.kernelbench import adapt
 
-_APPENDED = '''
+_APPENDED = """
 
 # --- added by `sage suite import` (MultiKernelBench {where}) ---
 # Each line of {json_name} is one case: `case_inputs` holds it, and the
@@ -41,7 +41,7 @@ def open(path, *args, **kwargs):  # noqa: A001 - shadows builtins.open for get_i
 
 def get_inputs():
     return list(get_input_groups()[0])
-'''
+"""
 
 
 def is_task_file(path: Path) -> bool:
@@ -70,11 +70,17 @@ def convert(path: Path, *, max_cases: int | None, seed: int) -> Converted:
         raise InvalidInput(f"{groups_file} holds no input groups")
     body, notes = adapt(text, seed=seed, where=str(path), builders={"get_input_groups", "get_init_inputs"})
     where = "/".join(path.parts[-3:])
-    reference = body.rstrip() + _APPENDED.format(where=where, json_name=groups_file.name, file_name=path.name,
-                                                 first=lines[0].get("inputs", []))
-    meta = {"name": tid.replace("_", " ").capitalize(), "operator": tid, "family": family, "level": level_of(path),
-            "description": _first_line(doc) or f"{tid} from MultiKernelBench",
-            "cases": [{"case_inputs": line.get("inputs", [])} for line in lines]}
+    reference = body.rstrip() + _APPENDED.format(
+        where=where, json_name=groups_file.name, file_name=path.name, first=lines[0].get("inputs", [])
+    )
+    meta = {
+        "name": tid.replace("_", " ").capitalize(),
+        "operator": tid,
+        "family": family,
+        "level": level_of(path),
+        "description": _first_line(doc) or f"{tid} from MultiKernelBench",
+        "cases": [{"case_inputs": line.get("inputs", [])} for line in lines],
+    }
     description = ("## Imported notes\n\n" + "\n".join(f"- {n}" for n in notes)) if notes else None
     return Converted(tid, reference, meta, description, notes)
 

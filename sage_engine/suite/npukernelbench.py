@@ -50,13 +50,11 @@ def convert(path: Path, *, max_cases: int | None, seed: int) -> Converted:
         rows = rows[:max_cases]
     idents = {c: identifier(c) for c in columns}
     model_tree = _parse(module_py)
-    model_tree.body = [n for n in model_tree.body
-                       if not (isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == "ModelNew")]
+    model_tree.body = [n for n in model_tree.body if not (isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == "ModelNew")]
     model_tree = src.strip_imports(model_tree)
     inputs_tree = _parse(inputs_py)
     has_checker = any(isinstance(n, ast.FunctionDef) and n.name == "custom_check_precision" for n in inputs_tree.body)
-    inputs_tree.body = [n for n in inputs_tree.body
-                        if not (isinstance(n, ast.FunctionDef) and n.name == "custom_check_precision")]
+    inputs_tree.body = [n for n in inputs_tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "custom_check_precision")]
     inputs_tree = src.strip_imports(inputs_tree)
     _rename(inputs_tree, {"get_inputs": "_source_get_inputs", "get_init_inputs": "_source_get_init_inputs"})
     builders = {n.name for n in inputs_tree.body if isinstance(n, ast.FunctionDef)}
@@ -65,19 +63,25 @@ def convert(path: Path, *, max_cases: int | None, seed: int) -> Converted:
     helpers = _helper_packages(path, [model_tree, inputs_tree])
     notes = []
     if has_checker:
-        notes.append("the original task brings its own precision checker (custom_check_precision); SAGE "
-                     "compares with its tolerance mode instead")
+        notes.append(
+            "the original task brings its own precision checker (custom_check_precision); SAGE compares with its tolerance mode instead"
+        )
     if shimmed:
-        notes.append("input builders draw integer/boolean values through dtype-aware stand-ins for "
-                     "torch.rand/randn/uniform_/normal_, which CPU torch implements for float dtypes only")
+        notes.append(
+            "input builders draw integer/boolean values through dtype-aware stand-ins for "
+            "torch.rand/randn/uniform_/normal_, which CPU torch implements for float dtypes only"
+        )
     if seeded:
-        notes.append("Model.forward draws random numbers; the reference draws them from a generator seeded "
-                     f"with {seed} at every call")
+        notes.append(f"Model.forward draws random numbers; the reference draws them from a generator seeded with {seed} at every call")
     first = rows[0] if rows else {}
     defaults = "\n".join(f"{idents[c]} = {first.get(c)!r}" for c in columns)
     names = ", ".join(f"{c!r}: {idents[c]!r}" for c in columns)
-    roots_block = ("import sys\nSAGE_IMPORT_ROOTS = []  # set from task.json import_roots when the task loads\n"
-                   "sys.path[:0] = [p for p in SAGE_IMPORT_ROOTS if p not in sys.path]\n\n" if helpers else "")
+    roots_block = (
+        "import sys\nSAGE_IMPORT_ROOTS = []  # set from task.json import_roots when the task loads\n"
+        "sys.path[:0] = [p for p in SAGE_IMPORT_ROOTS if p not in sys.path]\n\n"
+        if helpers
+        else ""
+    )
     model_text = ast.unparse(src.ensure_torch_import(model_tree))
     reference = f'''"""{path.name}, imported from NPUKernelBench ({"/".join(path.parts[-4:])}).
 

@@ -49,8 +49,7 @@ PROVE_ABOVE = 0.25
 # rule the meta device cannot see (indices drawn up to 10000 into a table
 # halved below that) can fail several halvings in a row.
 BACK_OFF = 3
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-          "complex64")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool", "complex64")
 
 
 class _Cost:
@@ -66,8 +65,7 @@ class _Cost:
 
     def as_dict(self, opts: dict[str, Any]) -> dict[str, Any]:
         estimate = self.best_ms(opts)
-        return {"method": self.method, "bytes": self.nbytes, "flops": self.flops,
-                "estimate_ms": round(estimate, 3), "real_ms": self.ms}
+        return {"method": self.method, "bytes": self.nbytes, "flops": self.flops, "estimate_ms": round(estimate, 3), "real_ms": self.ms}
 
 
 def _nbytes(value: Any) -> int:
@@ -152,8 +150,15 @@ def _error(exc: BaseException) -> str:
 class _Search:
     """One case (or the module constants) of one task."""
 
-    def __init__(self, source: str, case: dict[str, Any], seed: int, opts: dict[str, Any], module_mode: bool,
-                 constructor: list[sizes.Slot] | None = None):
+    def __init__(
+        self,
+        source: str,
+        case: dict[str, Any],
+        seed: int,
+        opts: dict[str, Any],
+        module_mode: bool,
+        constructor: list[sizes.Slot] | None = None,
+    ):
         self.source, self.case, self.seed, self.opts, self.module_mode = source, case, seed, opts, module_mode
         self.slots = (sizes.module_slots(source) if module_mode else sizes.case_slots(case)) + list(constructor or [])
         self.names = {s.key: s.name for s in self.slots}
@@ -192,8 +197,9 @@ class _Search:
                 return cost
         return None
 
-    def halve_while(self, current: dict[tuple, int], cost: _Cost, limit: float, failed: set[tuple],
-                    path: list[tuple[dict[tuple, int], float]]) -> tuple[dict[tuple, int], _Cost]:
+    def halve_while(
+        self, current: dict[tuple, int], cost: _Cost, limit: float, failed: set[tuple], path: list[tuple[dict[tuple, int], float]]
+    ) -> tuple[dict[tuple, int], _Cost]:
         """Halve the largest slot while the cost exceeds `limit`; keep a halving
         only if it stays valid and saves enough."""
         gain = REAL_GAIN if cost.method == "cpu" else MIN_GAIN
@@ -260,8 +266,7 @@ class _Search:
             report["notes"].append("sizes kept: no halving keeps the reference valid")
         return report
 
-    def prove(self, path: list[tuple[dict[tuple, int], float]], cost: _Cost, failed: set[tuple]
-              ) -> tuple[dict[tuple, int], _Cost] | None:
+    def prove(self, path: list[tuple[dict[tuple, int], float]], cost: _Cost, failed: set[tuple]) -> tuple[dict[tuple, int], _Cost] | None:
         """Run the chosen sizes on the CPU (backing off to larger ones when
         they fail), then go on halving while a real call is far over the target."""
         for back, (values, estimate) in enumerate(reversed(path)):
@@ -277,8 +282,9 @@ class _Search:
         return None
 
 
-def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts: dict[str, Any], emit: Any
-                       ) -> tuple[list[list], list[dict[str, Any]], list[_Cost | None]]:
+def _constructor_sizes(
+    source: str, cases: list[dict[str, Any]], seed: int, opts: dict[str, Any], emit: Any
+) -> tuple[list[list], list[dict[str, Any]], list[_Cost | None]]:
     """Sizes the model fixes in its constructor (`self.vocab_size = 65536`)
     where the cases are rows: one value must serve every case (a candidate is
     built the same way for all of them). They are chosen on the case that
@@ -297,10 +303,8 @@ def _constructor_sizes(source: str, cases: list[dict[str, Any]], seed: int, opts
     heavy = max(range(len(cases)), key=lambda i: costs[i].best_ms(opts) if costs[i] else 0.0)
     report = _Search(source, cases[heavy], seed, opts, False, constructor).run()
     changed = [change for change in report["changes"] if change[0][0] == "attr"]
-    follow = {old: new for _, old, new in changed
-              if any(k[0] == "case" and (o, n) == (old, new) for k, o, n in report["changes"])}
-    followed = [sizes.apply_case(case, {s.key: follow[s.value] for s in sizes.case_slots(case) if s.value in follow})
-                for case in cases]
+    follow = {old: new for _, old, new in changed if any(k[0] == "case" and (o, n) == (old, new) for k, o, n in report["changes"])}
+    followed = [sizes.apply_case(case, {s.key: follow[s.value] for s in sizes.case_slots(case) if s.value in follow}) for case in cases]
     return changed, followed, costs
 
 
@@ -324,8 +328,7 @@ def run_probe(request: Any, emit: Any) -> dict[str, Any]:
             # Changes are recorded against the benchmark's row, the followed dimensions included.
             final = sizes.apply_case(case, {tuple(k): new for k, _, new in report["changes"]})
             before = {s.key: s.value for s in sizes.case_slots(cases[index])}
-            report["changes"] = [[list(s.key), before[s.key], s.value] for s in sizes.case_slots(final)
-                                 if before.get(s.key) != s.value]
+            report["changes"] = [[list(s.key), before[s.key], s.value] for s in sizes.case_slots(final) if before.get(s.key) != s.value]
         if constructor and original_costs[index] is not None:
             report["original"] = original_costs[index].as_dict(opts)
         out.append(report)

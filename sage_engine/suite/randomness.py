@@ -19,18 +19,48 @@ _RANDOM_FACTORIES = {"rand", "randn", "rand_like", "randn_like"}
 _RANDOM_METHODS = {"uniform_", "normal_"}
 # Calls that draw random numbers (torch.X, F.X, nn.X, Tensor.X).
 _RANDOM_CALLS = {
-    "rand", "randn", "randint", "randperm", "rand_like", "randn_like", "randint_like", "bernoulli",
-    "multinomial", "normal", "poisson", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-    "feature_alpha_dropout", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout",
-    "FeatureAlphaDropout", "rrelu", "RReLU", "uniform_", "normal_", "bernoulli_", "random_", "exponential_",
-    "geometric_", "cauchy_", "log_normal_", "gumbel_softmax",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "bernoulli",
+    "multinomial",
+    "normal",
+    "poisson",
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+    "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
+    "rrelu",
+    "RReLU",
+    "uniform_",
+    "normal_",
+    "bernoulli_",
+    "random_",
+    "exponential_",
+    "geometric_",
+    "cauchy_",
+    "log_normal_",
+    "gumbel_softmax",
 }
 # nn modules whose construction draws random initial weights: built inside
 # forward, each call (and each process) gets different ones.
 _RANDOM_INIT_MODULE = re.compile(
     r"(Lazy)?(Linear|Bilinear|Conv(Transpose)?[123]d|Embedding(Bag)?|(RNN|LSTM|GRU)(Cell)?|MultiheadAttention"
-    r"|Transformer((Encoder|Decoder)(Layer)?)?)")
-SHIM_SOURCE = '''
+    r"|Transformer((Encoder|Decoder)(Layer)?)?)"
+)
+SHIM_SOURCE = """
 
 # --- added by `sage suite import`: CPU torch cannot draw uniform/normal values
 # in integer or boolean dtypes; these draw float values and map them to valid
@@ -96,8 +126,8 @@ def _sage_uniform_(tensor, *args, **kwargs):
 
 def _sage_normal_(tensor, *args, **kwargs):
     return _sage_fill(tensor, "normal_", args, kwargs)
-'''
-SEED_SOURCE = '''
+"""
+SEED_SOURCE = """
 
 # --- added by `sage suite import`: forward draws random numbers; drawing them
 # from a generator seeded at every call makes the output a function of the inputs.
@@ -111,14 +141,13 @@ def _sage_seeded_forward(forward):
             return forward(*args, **kwargs)
 
     return seeded
-'''
+"""
 
 
 # ------------------------------------------------------------- input shims
 
 
-_FLOAT_DTYPES = {"float", "float16", "float32", "float64", "half", "double", "bfloat16", "complex64",
-                 "complex128", "cfloat", "cdouble"}
+_FLOAT_DTYPES = {"float", "float16", "float32", "float64", "half", "double", "bfloat16", "complex64", "complex128", "cfloat", "cdouble"}
 
 
 def _may_be_integer(call: ast.Call) -> bool:
@@ -127,8 +156,12 @@ def _may_be_integer(call: ast.Call) -> bool:
     for kw in call.keywords:
         if kw.arg == "dtype":
             value = kw.value
-            return not (isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name)
-                        and value.value.id == "torch" and value.attr in _FLOAT_DTYPES)
+            return not (
+                isinstance(value, ast.Attribute)
+                and isinstance(value.value, ast.Name)
+                and value.value.id == "torch"
+                and value.attr in _FLOAT_DTYPES
+            )
     return False
 
 
@@ -139,19 +172,29 @@ class _RandomRewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "torch" \
-                and func.attr in _RANDOM_FACTORIES and _may_be_integer(node):
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "torch"
+            and func.attr in _RANDOM_FACTORIES
+            and _may_be_integer(node)
+        ):
             self.changed = True
-            return ast.copy_location(ast.Call(func=ast.Name(f"_sage_{func.attr}", ast.Load()), args=node.args,
-                                              keywords=node.keywords), node)
+            return ast.copy_location(
+                ast.Call(func=ast.Name(f"_sage_{func.attr}", ast.Load()), args=node.args, keywords=node.keywords), node
+            )
         receiver = func.value if isinstance(func, ast.Attribute) else None
-        if isinstance(func, ast.Attribute) and func.attr in _RANDOM_METHODS and not (
-                isinstance(receiver, ast.Name) and receiver.id in ("torch", "nn", "init")) and not (
-                isinstance(receiver, ast.Call) and not _may_be_integer(receiver)):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in _RANDOM_METHODS
+            and not (isinstance(receiver, ast.Name) and receiver.id in ("torch", "nn", "init"))
+            and not (isinstance(receiver, ast.Call) and not _may_be_integer(receiver))
+        ):
             # x.uniform_() on a tensor made here with a float dtype (or none) is left alone.
             self.changed = True
-            return ast.copy_location(ast.Call(func=ast.Name(f"_sage_{func.attr}", ast.Load()),
-                                              args=[func.value, *node.args], keywords=node.keywords), node)
+            return ast.copy_location(
+                ast.Call(func=ast.Name(f"_sage_{func.attr}", ast.Load()), args=[func.value, *node.args], keywords=node.keywords), node
+            )
         return node
 
 
@@ -183,8 +226,7 @@ def _random_calls(node: ast.AST) -> list[ast.Call]:
                 found.append(sub)
             elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "random":
                 found.append(sub)
-            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) \
-                    and func.value.attr == "random":
+            elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and func.value.attr == "random":
                 found.append(sub)  # np.random.x
     return found
 
@@ -197,8 +239,7 @@ def _zero_probability(call: ast.Call) -> bool:
     position = 0 if name[:1].isupper() else 1  # nn.Dropout(p) vs F.dropout(input, p)
     if not values and len(call.args) > position:
         values = [call.args[position]]
-    return bool(values) and isinstance(values[0], ast.Constant) and values[0].value in (0, 0.0) \
-        and not isinstance(values[0].value, bool)
+    return bool(values) and isinstance(values[0], ast.Constant) and values[0].value in (0, 0.0) and not isinstance(values[0].value, bool)
 
 
 def _model_class(tree: ast.Module) -> ast.ClassDef | None:
@@ -238,8 +279,11 @@ def _drawn(node: ast.AST, constructing: bool) -> list[ast.Call]:
 
 def _weights_drawn(node: ast.AST) -> list[ast.Call]:
     """Constructions of nn modules with random initial weights (`nn.Conv2d(...)`)."""
-    return [sub for sub in ast.walk(node) if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-            and _RANDOM_INIT_MODULE.fullmatch(sub.func.attr)]
+    return [
+        sub
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and _RANDOM_INIT_MODULE.fullmatch(sub.func.attr)
+    ]
 
 
 def seed_random_forward(tree: ast.Module, seed: int) -> bool:
@@ -255,5 +299,3 @@ def seed_random_forward(tree: ast.Module, seed: int) -> bool:
     index = tree.body.index(model)
     tree.body[index:index] = ast.parse(SEED_SOURCE.replace("{seed}", str(int(seed)))).body
     return True
-
-

@@ -53,8 +53,12 @@ def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) ->
     task = load_task(task_dir)
     report = ScaleReport(task.id, notes=[])
     request = dataclasses.replace(
-        backend.build_request(task, "# sizing probe\n", 1), runner=PROBE_RUNNER, timeout_s=settings.timeout_s,
-        timing=None, runner_args={"scale": {k: v for k, v in asdict(settings).items() if k != "timeout_s"}})
+        backend.build_request(task, "# sizing probe\n", 1),
+        runner=PROBE_RUNNER,
+        timeout_s=settings.timeout_s,
+        timing=None,
+        runner_args={"scale": {k: v for k, v in asdict(settings).items() if k != "timeout_s"}},
+    )
     outcome = backend.pool.run(request, backend.launch_for(task), lambda event: None)
     result = outcome.runner_result or {}
     if "scale" not in result:
@@ -117,5 +121,4 @@ def _label(key: list) -> str:
 def _cost_pair(found: dict[str, Any]) -> dict[str, Any]:
     """Estimated ms at the benchmark's sizes and at the chosen ones (and the measured ms)."""
     original, final = found.get("original") or {}, found.get("final") or {}
-    return {"original_estimate": original.get("estimate_ms"), "estimate": final.get("estimate_ms"),
-            "measured": final.get("real_ms")}
+    return {"original_estimate": original.get("estimate_ms"), "estimate": final.get("estimate_ms"), "measured": final.get("real_ms")}

@@ -68,8 +68,7 @@ def _int_value(node: ast.AST) -> int | None:
             return None
         if isinstance(node.op, ast.FloorDiv) and right == 0:
             return None
-        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
-               ast.FloorDiv: int.__floordiv__, ast.Pow: int.__pow__}
+        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__, ast.Pow: int.__pow__}
         return ops[type(node.op)](left, right)
     return None
 
@@ -82,10 +81,14 @@ def _constant_assigns(tree: ast.Module):
             yield node.targets[0].id, node.value
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             yield node.target.id, node.value
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                and isinstance(node.targets[0], (ast.Tuple, ast.List)) and isinstance(node.value, (ast.Tuple, ast.List)) \
-                and len(node.targets[0].elts) == len(node.value.elts) \
-                and all(isinstance(t, ast.Name) for t in node.targets[0].elts):
+        elif (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], (ast.Tuple, ast.List))
+            and isinstance(node.value, (ast.Tuple, ast.List))
+            and len(node.targets[0].elts) == len(node.value.elts)
+            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
+        ):
             for target, value in zip(node.targets[0].elts, node.value.elts):
                 yield target.id, value
 
@@ -177,23 +180,33 @@ def _init_assigns(tree: ast.Module):
     """(name, value node) for each `self.name = <integer>` directly in
     `Model.__init__`, for names the constructor assigns once."""
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
-    init = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"),
-                None)
+    init = next((n for n in (model.body if model else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
     if init is None:
         return
     assigned: dict[str, int] = {}
     for node in ast.walk(init):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        )
         for target in targets:
             for t in ast.walk(target):
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     assigned[t.attr] = assigned.get(t.attr, 0) + 1
     for node in init.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
-            node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self" \
-                and assigned.get(target.attr) == 1 and _int_value(node.value) is not None:
+        target = (
+            node.targets[0]
+            if isinstance(node, ast.Assign) and len(node.targets) == 1
+            else node.target
+            if isinstance(node, ast.AnnAssign) and node.value is not None
+            else None
+        )
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and assigned.get(target.attr) == 1
+            and _int_value(node.value) is not None
+        ):
             yield target.attr, node.value
 
 
@@ -335,8 +348,7 @@ def proposals(slots: list[Slot], current: dict[tuple, int], failed: set[tuple]) 
     return out
 
 
-def halved(current: dict[tuple, int], keys: tuple[tuple, ...], names: dict[tuple, str] | None = None
-           ) -> dict[tuple, int]:
+def halved(current: dict[tuple, int], keys: tuple[tuple, ...], names: dict[tuple, str] | None = None) -> dict[tuple, int]:
     """`current` with `keys` halved. Halved together, a slot one below the
     largest stays one below it (a last index follows its size)."""
     names = names or {}

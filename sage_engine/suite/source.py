@@ -22,6 +22,8 @@ _KEEP_UNUSED = {"torch", "__future__"}
 _DEVICES = ("npu", "cuda")
 # torch.cuda.is_available() and friends are how CPU fallbacks are written.
 _DEVICE_QUERIES = {"is_available", "device_count", "is_initialized"}
+
+
 @dataclass(frozen=True)
 class Requirement:
     kind: str  # "npu", "cuda" or "network"
@@ -86,8 +88,11 @@ def ensure_torch_import(tree: ast.Module) -> ast.Module:
 
 def _after_docstring(tree: ast.Module) -> int:
     first = tree.body[0] if tree.body else None
-    return 1 if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) \
-        and isinstance(first.value.value, str) else 0
+    return (
+        1
+        if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and isinstance(first.value.value, str)
+        else 0
+    )
 
 
 def benchmark_imports(tree: ast.Module, packages: set[str]) -> set[str]:
@@ -111,21 +116,33 @@ def requirements(tree: ast.Module) -> list[Requirement]:
         line = getattr(node, "lineno", None)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch_npu":
             out.append(Requirement("npu", f"calls torch_npu.{node.attr}", line))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                m.split(".")[0] == "torch_npu" for _, _, m in _import_names(node)):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and any(m.split(".")[0] == "torch_npu" for _, _, m in _import_names(node)):
             out.append(Requirement("npu", "imports torch_npu", line))
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
-                and isinstance(node.value.value, ast.Name) and node.value.value.id == "torch" \
-                and node.value.attr in _DEVICES and node.attr not in _DEVICE_QUERIES:
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name)
+            and node.value.value.id == "torch"
+            and node.value.attr in _DEVICES
+            and node.attr not in _DEVICE_QUERIES
+        ):
             out.append(Requirement(node.value.attr, f"calls torch.{node.value.attr}.{node.attr}", line))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DEVICES \
-                and not node.args and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _DEVICES
+            and not node.args
+            and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "torch")
+        ):
             out.append(Requirement(node.func.attr, f"moves tensors with .{node.func.attr}()", line))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "from_pretrained":
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "from_pretrained":
             out.append(Requirement("network", "downloads a pretrained model (from_pretrained)", line))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                and re.fullmatch(r"(npu|cuda)(:\d+)?", node.value) and _device_argument(tree, node):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.fullmatch(r"(npu|cuda)(:\d+)?", node.value)
+            and _device_argument(tree, node)
+        ):
             out.append(Requirement(node.value.split(":")[0], f"creates tensors on device {node.value!r}", line))
     seen, unique = set(), []
     for r in sorted(out, key=lambda r: r.line or 0):
@@ -140,13 +157,18 @@ def _device_argument(tree: ast.Module, constant: ast.Constant) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.keyword) and node.arg == "device" and node.value is constant:
             return True
-        if isinstance(node, ast.Call) and constant in node.args and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("device", "to"):
+        if (
+            isinstance(node, ast.Call)
+            and constant in node.args
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("device", "to")
+        ):
             return True
     return False
 
 
 # ----------------------------------------------------------- self candidate
+
 
 def _definitions(tree: ast.Module) -> dict[str, list[ast.stmt]]:
     defs: dict[str, list[ast.stmt]] = {}
@@ -208,8 +230,7 @@ def self_candidate(source: str, *, import_roots: Iterable[str] = ()) -> str:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             # Only the names the closure uses from a multi-name import.
             keep = [a for a, bound, _ in _import_names(node) if bound in done]
-            node = ast.ImportFrom(node.module, keep, node.level) if isinstance(node, ast.ImportFrom) \
-                else ast.Import(keep)
+            node = ast.ImportFrom(node.module, keep, node.level) if isinstance(node, ast.ImportFrom) else ast.Import(keep)
         body.append(node)
     module = ast.Module(body=body, type_ignores=[])
     module = _Renamer().visit(module)

@@ -18,8 +18,12 @@ from sage_mcp.cli.serve import lsp, mcp, serve
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="SAGE_DB", help="Memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB.")
 @click.option("--backend", envvar="SAGE_BACKEND", help="Default evaluation backend (cpu, triton, ascend-compile, npu, cuda).")
-@click.option("--executor", envvar="SAGE_EXECUTOR", type=click.Choice(["local", "ray"]),
-              help="Where evaluations run: this machine (local, default) or a Ray cluster (ray; env RAY_ADDRESS).")
+@click.option(
+    "--executor",
+    envvar="SAGE_EXECUTOR",
+    type=click.Choice(["local", "ray"]),
+    help="Where evaluations run: this machine (local, default) or a Ray cluster (ray; env RAY_ADDRESS).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.option("-v", "--verbose", is_flag=True, help="Log to stderr.")
 @click.version_option(package_name="sage-npu")

@@ -14,8 +14,23 @@ from sage_mcp.cli.common import State, console, err_console, handle_errors, pass
 
 STRATEGY_NAMES = ("none", "retrieval", "uniform", "adopted-only", "atu", "atu+ugc")
 # Flags stored in run.json: on resume they may be omitted, but not changed.
-RUN_FLAGS = ("suite", "level", "family", "tasks", "model", "provider", "base_url", "rounds", "backend", "strategy",
-             "k", "consolidate_every", "abstraction", "price", "max_tokens")
+RUN_FLAGS = (
+    "suite",
+    "level",
+    "family",
+    "tasks",
+    "model",
+    "provider",
+    "base_url",
+    "rounds",
+    "backend",
+    "strategy",
+    "k",
+    "consolidate_every",
+    "abstraction",
+    "price",
+    "max_tokens",
+)
 
 
 @click.command()
@@ -24,29 +39,69 @@ RUN_FLAGS = ("suite", "level", "family", "tasks", "model", "provider", "base_url
 @click.option("--family", help="Only tasks of this operator family.")
 @click.option("--tasks", "task_list", help="Comma-separated task ids, run in this order.")
 @click.option("--model", help="Model id (default: Config.model, env SAGE_MODEL).")
-@click.option("--provider", type=click.Choice(["anthropic", "openai"]), default="anthropic", show_default=True,
-              help="anthropic (ANTHROPIC_API_KEY) or any OpenAI-compatible endpoint (OPENAI_API_KEY, --base-url).")
+@click.option(
+    "--provider",
+    type=click.Choice(["anthropic", "openai"]),
+    default="anthropic",
+    show_default=True,
+    help="anthropic (ANTHROPIC_API_KEY) or any OpenAI-compatible endpoint (OPENAI_API_KEY, --base-url).",
+)
 @click.option("--base-url", help="API base URL (openai: e.g. https://api.openai.com/v1; anthropic: a proxy).")
 @click.option("--rounds", type=click.IntRange(1, 50), default=4, show_default=True, help="Submissions per task.")
 @click.option("--backend", "run_backend", help="Evaluation backend (default: sage --backend / SAGE_BACKEND / cpu).")
 @click.option("--strategy", type=click.Choice(STRATEGY_NAMES), default="atu", show_default=True, help="Memory strategy (ablation).")
 @click.option("--k", type=click.IntRange(1, 50), default=5, show_default=True, help="Retrieved items per task.")
-@click.option("--consolidate-every", type=click.IntRange(0), default=None,
-              help="atu+ugc: consolidate after this many closed episodes (default: Config.auto_consolidate_every).")
-@click.option("--abstraction", type=click.Choice(["llm", "deterministic"]), default="llm", show_default=True,
-              help="atu+ugc: who writes consolidated rules (an LLM rewrite is checked and may fall back).")
+@click.option(
+    "--consolidate-every",
+    type=click.IntRange(0),
+    default=None,
+    help="atu+ugc: consolidate after this many closed episodes (default: Config.auto_consolidate_every).",
+)
+@click.option(
+    "--abstraction",
+    type=click.Choice(["llm", "deterministic"]),
+    default="llm",
+    show_default=True,
+    help="atu+ugc: who writes consolidated rules (an LLM rewrite is checked and may fall back).",
+)
 @click.option("--concurrency", type=click.IntRange(1, 32), default=1, show_default=True, help="Tasks in flight at once.")
 @click.option("--price", help="Override the price table: 'IN,OUT' USD per million tokens.")
 @click.option("--max-tokens", type=click.IntRange(256, 64000), default=8192, show_default=True, help="Output tokens per model call.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory (default: sage-runs/<id>). An existing one is resumed.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts each task would get; call no model, write nothing.")
-@click.option("--report", "report_dirs", type=click.Path(file_okay=False, exists=True), multiple=True,
-              help="Only rebuild the report of RUN_DIR; repeat it to compare runs (ablation) side by side.")
+@click.option(
+    "--report",
+    "report_dirs",
+    type=click.Path(file_okay=False, exists=True),
+    multiple=True,
+    help="Only rebuild the report of RUN_DIR; repeat it to compare runs (ablation) side by side.",
+)
 @click.pass_context
 @pass_state
 @handle_errors
-def run(state: State, ctx: click.Context, suite, level, family, task_list, model, provider, base_url, rounds, run_backend,
-        strategy, k, consolidate_every, abstraction, concurrency, price, max_tokens, run_dir, dry_run, report_dirs) -> None:
+def run(
+    state: State,
+    ctx: click.Context,
+    suite,
+    level,
+    family,
+    task_list,
+    model,
+    provider,
+    base_url,
+    rounds,
+    run_backend,
+    strategy,
+    k,
+    consolidate_every,
+    abstraction,
+    concurrency,
+    price,
+    max_tokens,
+    run_dir,
+    dry_run,
+    report_dirs,
+) -> None:
     """Run SAGE's agent on a suite: retrieve, write, evaluate, learn; then report."""
     from sage_engine.agent import compare_markdown, write_report
 
@@ -59,11 +114,24 @@ def run(state: State, ctx: click.Context, suite, level, family, task_list, model
             click.echo(compare_markdown(reports), nl=False)
         return
 
-    values = dict(suite=suite, level=level, family=family, tasks=task_list, model=model, provider=provider,
-                  base_url=base_url, rounds=rounds, backend=run_backend, strategy=strategy, k=k,
-                  consolidate_every=consolidate_every, abstraction=abstraction, price=price, max_tokens=max_tokens)
-    explicit = {name for name in RUN_FLAGS if _given(ctx, "task_list" if name == "tasks" else
-                                                       "run_backend" if name == "backend" else name)}
+    values = dict(
+        suite=suite,
+        level=level,
+        family=family,
+        tasks=task_list,
+        model=model,
+        provider=provider,
+        base_url=base_url,
+        rounds=rounds,
+        backend=run_backend,
+        strategy=strategy,
+        k=k,
+        consolidate_every=consolidate_every,
+        abstraction=abstraction,
+        price=price,
+        max_tokens=max_tokens,
+    )
+    explicit = {name for name in RUN_FLAGS if _given(ctx, "task_list" if name == "tasks" else "run_backend" if name == "backend" else name)}
     if dry_run:
         _dry_run(state, values)
         return
@@ -86,8 +154,7 @@ def _dry_run(state: State, v: dict) -> None:
 
 
 def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: str | None) -> None:
-    from sage_engine.agent import (RunState, Runner, get_strategy, new_settings, parse_price, select_tasks,
-                                   strategy_config)
+    from sage_engine.agent import RunState, Runner, get_strategy, new_settings, parse_price, select_tasks, strategy_config
     from sage_engine.engine import Engine
 
     stored = RunState.settings(Path(run_dir)) if run_dir else None
@@ -118,10 +185,21 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
             refs = select_tasks(engine, v["suite"], level=v["level"], family=v["family"], tasks=_split(v["tasks"]))
             price = parse_price(v["price"]) if v["price"] else None
             settings = new_settings(
-                suite=v["suite"], tasks=refs, model=model, provider=provider, base_url=base_url, rounds=v["rounds"],
-                backend=v["backend"] or config.backend, strategy=strategy.name, k=v["k"], concurrency=concurrency,
-                consolidate_every=config.auto_consolidate_every, abstraction=abstraction if strategy.consolidate else "none",
-                price=[price.input, price.output] if price else None, max_tokens=max_tokens, db_path=config.database,
+                suite=v["suite"],
+                tasks=refs,
+                model=model,
+                provider=provider,
+                base_url=base_url,
+                rounds=v["rounds"],
+                backend=v["backend"] or config.backend,
+                strategy=strategy.name,
+                k=v["k"],
+                concurrency=concurrency,
+                consolidate_every=config.auto_consolidate_every,
+                abstraction=abstraction if strategy.consolidate else "none",
+                price=[price.input, price.output] if price else None,
+                max_tokens=max_tokens,
+                db_path=config.database,
             )
             folder = Path(run_dir) if run_dir else Path("sage-runs") / settings.run_id
             run_state = RunState.create(folder, settings)
@@ -144,8 +222,11 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
         if outcome.report:
             _print_summary(outcome.report, folder)
         if outcome.stopped:
-            err_console.print(f"[yellow]run stopped ({outcome.stopped})[/yellow]; "
-                              f"{len(outcome.remaining)} task(s) left; resume with: sage run --run-dir {folder}", highlight=False)
+            err_console.print(
+                f"[yellow]run stopped ({outcome.stopped})[/yellow]; "
+                f"{len(outcome.remaining)} task(s) left; resume with: sage run --run-dir {folder}",
+                highlight=False,
+            )
             sys.exit(130)
 
 
@@ -175,7 +256,8 @@ def _check_resume(stored, v: dict, explicit: set[str], db: str | None) -> None:
         changed.append(f"--db {db} (run has {stored.db_path})")
     if changed:
         raise InvalidInput(
-            "this run directory was started with other settings: " + "; ".join(changed)
+            "this run directory was started with other settings: "
+            + "; ".join(changed)
             + ". Resume with only --run-dir (and --concurrency), or pick a new --run-dir."
         )
 

@@ -118,8 +118,9 @@ def json_option(fn: Callable) -> Callable:
             ctx.find_object(State).as_json = True
         return value
 
-    return click.option("--json", "as_json_local", is_flag=True, expose_value=False, callback=callback,
-                        help="Print JSON instead of tables.")(fn)
+    return click.option(
+        "--json", "as_json_local", is_flag=True, expose_value=False, callback=callback, help="Print JSON instead of tables."
+    )(fn)
 
 
 def db_option(fn: Callable) -> Callable:
@@ -131,8 +132,14 @@ def db_option(fn: Callable) -> Callable:
             ctx.find_object(State).db = value
         return value
 
-    return click.option("--db", "db_local", expose_value=False, callback=callback, is_eager=True,
-                        help="Memory: a SQLite file or a postgresql:// URL (env SAGE_DB).")(fn)
+    return click.option(
+        "--db",
+        "db_local",
+        expose_value=False,
+        callback=callback,
+        is_eager=True,
+        help="Memory: a SQLite file or a postgresql:// URL (env SAGE_DB).",
+    )(fn)
 
 
 def executor_option(fn: Callable) -> Callable:
@@ -143,6 +150,12 @@ def executor_option(fn: Callable) -> Callable:
             ctx.find_object(State).executor = value
         return value
 
-    return click.option("--executor", "executor_local", type=click.Choice(["local", "ray"]), expose_value=False,
-                        callback=callback, is_eager=True,
-                        help="Evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS names it).")(fn)
+    return click.option(
+        "--executor",
+        "executor_local",
+        type=click.Choice(["local", "ray"]),
+        expose_value=False,
+        callback=callback,
+        is_eager=True,
+        help="Evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS names it).",
+    )(fn)

@@ -23,10 +23,15 @@ def evals_list(state: State) -> None:
 
     def render(rs):
         if engine.config.executor == "local":
-            console.print("executor local: evaluations run inside each server process and finish with its call; "
-                          "use --executor ray (RAY_ADDRESS) for a cluster-wide view")
+            console.print(
+                "executor local: evaluations run inside each server process and finish with its call; "
+                "use --executor ray (RAY_ADDRESS) for a cluster-wide view"
+            )
             return
-        table(f"{len(rs)} evaluations in flight", ["state", "host", "age", "task id"],
-              [(r.state, r.host or "-", f"{r.age_s:.0f}s", r.request_id or "-") for r in rs])
+        table(
+            f"{len(rs)} evaluations in flight",
+            ["state", "host", "age", "task id"],
+            [(r.state, r.host or "-", f"{r.age_s:.0f}s", r.request_id or "-") for r in rs],
+        )
 
     emit(state, [r.__dict__ for r in rows], render)

@@ -25,18 +25,21 @@ def _fmt_speedup(r) -> str:
 
 def render_result(r) -> None:
     colour = "green" if r.status == "correct" else "red"
-    console.print(f"[{colour}]{r.status}[/{colour}] · task {r.task} · {r.backend} on {r.hardware} · "
-                  f"speedup {_fmt_speedup(r)} · {r.duration_s:.1f}s · attempt {r.attempt_id} · seed {r.seed}")
+    console.print(
+        f"[{colour}]{r.status}[/{colour}] · task {r.task} · {r.backend} on {r.hardware} · "
+        f"speedup {_fmt_speedup(r)} · {r.duration_s:.1f}s · attempt {r.attempt_id} · seed {r.seed}"
+    )
     for v in r.variants:
         where = f" at {v.at}" if v.at else ""
-        console.print(f"  variant {v.name}: {v.status}{where}" + (f" ({v.reason})" if v.reason else ""),
-                      highlight=False, markup=False)
+        console.print(f"  variant {v.name}: {v.status}{where}" + (f" ({v.reason})" if v.reason else ""), highlight=False, markup=False)
     if r.message:
         console.print(r.message, highlight=False, markup=False)
     if r.reference_timing and r.candidate_timing:
-        console.print(f"reference {r.reference_timing.median_ms:.3f} ms (IQR {r.reference_timing.iqr_ms:.3f}), "
-                      f"candidate {r.candidate_timing.median_ms:.3f} ms (IQR {r.candidate_timing.iqr_ms:.3f}), "
-                      f"{r.candidate_timing.reps} reps")
+        console.print(
+            f"reference {r.reference_timing.median_ms:.3f} ms (IQR {r.reference_timing.iqr_ms:.3f}), "
+            f"candidate {r.candidate_timing.median_ms:.3f} ms (IQR {r.candidate_timing.iqr_ms:.3f}), "
+            f"{r.candidate_timing.reps} reps"
+        )
     if r.speedup_note:
         console.print(r.speedup_note, highlight=False, markup=False)
     if r.mismatch:
@@ -56,13 +59,24 @@ def render_result(r) -> None:
 @click.option("--backend", "bench_backend", help="cpu (default), triton, ascend-compile, npu, cuda.")
 @click.option("--trials", type=int, help="Seeded correctness trials per case.")
 @click.option("--episode", "episode_id", type=int, help="Record the attempt in this episode.")
-@click.option("--profile", "show_profile", is_flag=True,
-              help="Print where the time goes: kernels per side, bytes, FLOPs, shares of the measured limits.")
+@click.option(
+    "--profile",
+    "show_profile",
+    is_flag=True,
+    help="Print where the time goes: kernels per side, bytes, FLOPs, shares of the measured limits.",
+)
 @click.option("--ncu", is_flag=True, help="Add Nsight Compute metrics per kernel (cuda with ncu on PATH; slow).")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False),
-              help="Write the result's roofline to FILE.svg, or FILE.png (drawn by headless Chromium); implies --profile.")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1),
-              help="The inputs' seed (every result records its own): reproduces a run. Default: a new one each run.")
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(dir_okay=False),
+    help="Write the result's roofline to FILE.svg, or FILE.png (drawn by headless Chromium); implies --profile.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**31 - 1),
+    help="The inputs' seed (every result records its own): reproduces a run. Default: a new one each run.",
+)
 @json_option
 @pass_state
 @handle_errors
@@ -82,8 +96,9 @@ def bench(state: State, candidate, task, bench_backend, trials, episode_id, show
         def progress(done: float, total: float | None, message: str) -> None:
             bar.update(job, completed=done, total=total, description=message[:60])
 
-        result = state.engine.evaluate(str(Path(candidate).resolve()), task, backend=bench_backend,
-                                       trials=trials, episode_id=episode_id, progress=progress)
+        result = state.engine.evaluate(
+            str(Path(candidate).resolve()), task, backend=bench_backend, trials=trials, episode_id=episode_id, progress=progress
+        )
     emit(state, result, (lambda r: (render_result(r), render_profile(r))) if show_profile or ncu else render_result)
     if plot:
         # Drawn even without a profile: the chart says why it is empty.
@@ -110,13 +125,27 @@ def backends_list(state: State) -> None:
     hosts = state.engine.evaluation_hosts() if state.engine.config.executor == "ray" else None
 
     def render(value):
-        table(None, ["backend", "ready", "hardware", "confinement", "reason / setup"],
-              [(b.name, "yes" if b.ready else "no", b.hardware or "-", confinement.mode,
-                b.reason if b.ready else f"{b.reason} — {b.setup}") for b in rows])
+        table(
+            None,
+            ["backend", "ready", "hardware", "confinement", "reason / setup"],
+            [
+                (
+                    b.name,
+                    "yes" if b.ready else "no",
+                    b.hardware or "-",
+                    confinement.mode,
+                    b.reason if b.ready else f"{b.reason} — {b.setup}",
+                )
+                for b in rows
+            ],
+        )
         console.print(f"confinement: {confinement.describe()}", highlight=False, markup=False)
         if hosts is not None:
-            table("evaluation hosts (Ray)", ["host", "alive", "NPU free/total", "GPU free/total", "CPU free/total"],
-                  [(h.host, "yes" if h.alive else "no", *(_slots(h, r) for r in ("NPU", "GPU", "CPU"))) for h in hosts])
+            table(
+                "evaluation hosts (Ray)",
+                ["host", "alive", "NPU free/total", "GPU free/total", "CPU free/total"],
+                [(h.host, "yes" if h.alive else "no", *(_slots(h, r) for r in ("NPU", "GPU", "CPU"))) for h in hosts],
+            )
 
     emit(state, rows if hosts is None else {"backends": rows, "hosts": hosts}, render)
 
@@ -127,8 +156,9 @@ def _slots(host, resource: str) -> str:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=True)
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err_console, transient=True
+    )
 
 
 @backends.command("setup")

@@ -33,11 +33,14 @@ def init(state: State, starter: bool) -> None:
     engine = state.engine
     report = engine.init(starter=starter)
     stats = engine.stats()
-    emit(state, {"db": stats.db_path, "starter": report, "stats": stats},
-         lambda _: console.print(
-             f"memory ready at [bold]{stats.db_path}[/bold]: "
-             f"{sum(stats.items_by_kind.values())} items"
-             + (f" ({report.items} starter items imported)" if report else "")))
+    emit(
+        state,
+        {"db": stats.db_path, "starter": report, "stats": stats},
+        lambda _: console.print(
+            f"memory ready at [bold]{stats.db_path}[/bold]: "
+            f"{sum(stats.items_by_kind.values())} items" + (f" ({report.items} starter items imported)" if report else "")
+        ),
+    )
 
 
 @click.group()
@@ -60,13 +63,39 @@ def memory_list(state: State, kind, status, scope, author, query, limit, offset)
     """List items (by utility), or search them with -q."""
     if query:
         found = state.engine.search_items(query, k=min(limit, state.engine.config.max_k), scope=scope)
-        emit(state, found, lambda rows: table(None, ["id", "kind", "utility", "adopted", "sim", "title"],
-             [(r.id, r.kind, f"{r.utility:+.3f}", r.n_adopted, f"{r.similarity:.2f}", _short(r.title)) for r in rows]))
+        emit(
+            state,
+            found,
+            lambda rows: table(
+                None,
+                ["id", "kind", "utility", "adopted", "sim", "title"],
+                [(r.id, r.kind, f"{r.utility:+.3f}", r.n_adopted, f"{r.similarity:.2f}", _short(r.title)) for r in rows],
+            ),
+        )
         return
     items = state.engine.list_items(kind=kind, status=status, scope=scope, author=author, limit=limit, offset=offset)
-    emit(state, items, lambda rows: table(None, ["id", "kind", "status", "utility", "adopted", "ops", "scope", "author", "title"],
-         [(r.id, r.kind, r.status, f"{r.utility:+.3f}", r.n_adopted, len(r.operators_adopted), r.scope, r.author or "-",
-           _short(r.title)) for r in rows]))
+    emit(
+        state,
+        items,
+        lambda rows: table(
+            None,
+            ["id", "kind", "status", "utility", "adopted", "ops", "scope", "author", "title"],
+            [
+                (
+                    r.id,
+                    r.kind,
+                    r.status,
+                    f"{r.utility:+.3f}",
+                    r.n_adopted,
+                    len(r.operators_adopted),
+                    r.scope,
+                    r.author or "-",
+                    _short(r.title),
+                )
+                for r in rows
+            ],
+        ),
+    )
 
 
 @memory.command("show")
@@ -80,23 +109,37 @@ def memory_show(state: State, item_id: int) -> None:
     history = state.engine.utility_history(item_id)
 
     def render(_):
-        console.print(f"[bold]#{item.id} {item.title}[/bold]  ({item.kind}, {item.status}"
-                      + (f": {item.status_reason}" if item.status_reason else "") + ")")
-        console.print(f"utility {item.utility:+.3f} · shown {item.n_retrieved} · adopted {item.n_adopted} "
-                      f"(p={item.adoption_rate:.2f}) · operators {', '.join(item.operators_adopted) or '-'} · support {item.support}")
-        console.print(f"scope {item.scope} · author {item.author or '-'} · operator {item.operator or '-'} · family {item.family or '-'} · "
-                      f"backend {item.backend or '-'} · hardware {item.hardware or '-'} · tags {', '.join(item.tags) or '-'}")
-        console.print(f"source: episode {item.source_episode or '-'}, attempt {item.source_attempt or '-'}; "
-                      f"derived from {item.derived_from or '-'}; created {_ago(item.created_at)}")
+        console.print(
+            f"[bold]#{item.id} {item.title}[/bold]  ({item.kind}, {item.status}"
+            + (f": {item.status_reason}" if item.status_reason else "")
+            + ")"
+        )
+        console.print(
+            f"utility {item.utility:+.3f} · shown {item.n_retrieved} · adopted {item.n_adopted} "
+            f"(p={item.adoption_rate:.2f}) · operators {', '.join(item.operators_adopted) or '-'} · support {item.support}"
+        )
+        console.print(
+            f"scope {item.scope} · author {item.author or '-'} · operator {item.operator or '-'} · family {item.family or '-'} · "
+            f"backend {item.backend or '-'} · hardware {item.hardware or '-'} · tags {', '.join(item.tags) or '-'}"
+        )
+        console.print(
+            f"source: episode {item.source_episode or '-'}, attempt {item.source_attempt or '-'}; "
+            f"derived from {item.derived_from or '-'}; created {_ago(item.created_at)}"
+        )
         console.print()
         console.print(item.content, highlight=False, markup=False)
         if item.code:
             console.print()
             console.print(item.code, highlight=False, markup=False)
         if history:
-            table("utility history", ["episode", "adopted", "before", "after", "target", "strategy"],
-                  [(h.episode_id, "yes" if h.adopted else "no", f"{h.before:+.3f}", f"{h.after:+.3f}",
-                    f"{h.target:+.3f}", h.strategy) for h in history])
+            table(
+                "utility history",
+                ["episode", "adopted", "before", "after", "target", "strategy"],
+                [
+                    (h.episode_id, "yes" if h.adopted else "no", f"{h.before:+.3f}", f"{h.after:+.3f}", f"{h.target:+.3f}", h.strategy)
+                    for h in history
+                ],
+            )
 
     emit(state, {"item": item, "history": history}, render)
 
@@ -119,11 +162,20 @@ def memory_add(state: State, title, content, code, kind, scope, operator, family
     """Add an item (a near-duplicate strengthens the existing one instead)."""
     if content == "-":
         content = sys.stdin.read()
-    new = NewItem(title=title, content=content, code=Path(code).read_text() if code else None, kind=kind,
-                  scope=scope, operator=operator, family=family, backend=item_backend, hardware=hardware, tags=list(tags))
+    new = NewItem(
+        title=title,
+        content=content,
+        code=Path(code).read_text() if code else None,
+        kind=kind,
+        scope=scope,
+        operator=operator,
+        family=family,
+        backend=item_backend,
+        hardware=hardware,
+        tags=list(tags),
+    )
     result = state.engine.add_item(new)
-    emit(state, result, lambda r: console.print(
-        f"{'strengthened existing' if r.merged else 'added'} item #{r.item.id}: {r.item.title}"))
+    emit(state, result, lambda r: console.print(f"{'strengthened existing' if r.merged else 'added'} item #{r.item.id}: {r.item.title}"))
 
 
 @memory.command("edit")
@@ -193,17 +245,26 @@ def memory_import(state: State, path) -> None:
 def memory_stats(state: State) -> None:
     """Counts of items, episodes, attempts and updates."""
     s = state.engine.stats()
-    emit(state, s, lambda s: table(f"memory at {s.db_path}", ["what", "count"], [
-        *[(f"items ({k})", v) for k, v in sorted(s.items_by_status.items())],
-        ("resident rules", f"{s.resident_rules} ({s.resident_tokens} tokens)"),
-        ("episodes open / closed", f"{s.episodes_open} / {s.episodes_closed}"),
-        ("closed without evidence (no attempt: not credited)", s.episodes_without_evidence),
-        ("attempts", s.attempts), ("adoptions", s.adoptions), ("utility updates", s.utility_updates),
-        ("consolidations", s.consolidations),
-        ("mean utility", "-" if s.mean_utility is None else f"{s.mean_utility:+.3f}"),
-        *[(f"by {who}", ", ".join(f"{n} {what}" for what, n in sorted(made.items())))
-          for who, made in sorted(s.by_author.items())],
-    ]))
+    emit(
+        state,
+        s,
+        lambda s: table(
+            f"memory at {s.db_path}",
+            ["what", "count"],
+            [
+                *[(f"items ({k})", v) for k, v in sorted(s.items_by_status.items())],
+                ("resident rules", f"{s.resident_rules} ({s.resident_tokens} tokens)"),
+                ("episodes open / closed", f"{s.episodes_open} / {s.episodes_closed}"),
+                ("closed without evidence (no attempt: not credited)", s.episodes_without_evidence),
+                ("attempts", s.attempts),
+                ("adoptions", s.adoptions),
+                ("utility updates", s.utility_updates),
+                ("consolidations", s.consolidations),
+                ("mean utility", "-" if s.mean_utility is None else f"{s.mean_utility:+.3f}"),
+                *[(f"by {who}", ", ".join(f"{n} {what}" for what, n in sorted(made.items()))) for who, made in sorted(s.by_author.items())],
+            ],
+        ),
+    )
 
 
 @memory.command("migrate")
@@ -215,10 +276,15 @@ def memory_migrate(state: State, status_only: bool) -> None:
     """Show the schema version and apply pending migrations (SQLite or PostgreSQL)."""
     applied = [] if status_only else state.engine.migrate()
     status = state.engine.schema_status()
-    emit(state, {"db": state.engine.store.describe(), "applied_now": applied, **status}, lambda r: console.print(
-        f"{r['db']}: schema at {r['applied'][-1] if r['applied'] else 'nothing'}; "
-        + (f"applied {', '.join(applied)}" if applied else "nothing to apply")
-        + (f"; pending {', '.join(r['pending'])}" if r["pending"] else "")))
+    emit(
+        state,
+        {"db": state.engine.store.describe(), "applied_now": applied, **status},
+        lambda r: console.print(
+            f"{r['db']}: schema at {r['applied'][-1] if r['applied'] else 'nothing'}; "
+            + (f"applied {', '.join(applied)}" if applied else "nothing to apply")
+            + (f"; pending {', '.join(r['pending'])}" if r["pending"] else "")
+        ),
+    )
 
 
 @memory.command("copy")
@@ -233,8 +299,11 @@ def memory_copy(state: State, src: str, dst: str) -> None:
 
     with Engine(state.config.with_db(src)) as source:
         counts = source.copy_to(dst)
-    emit(state, {"src": src, "dst": dst, "rows": counts}, lambda r: console.print(
-        f"copied {sum(counts.values())} rows ({', '.join(f'{n} {t}' for t, n in counts.items())}) into {dst}"))
+    emit(
+        state,
+        {"src": src, "dst": dst, "rows": counts},
+        lambda r: console.print(f"copied {sum(counts.values())} rows ({', '.join(f'{n} {t}' for t, n in counts.items())}) into {dst}"),
+    )
 
 
 @click.command()
@@ -253,12 +322,17 @@ def consolidate(state: State, dry_run, budget_tokens, revert_id) -> None:
 
     def render(r):
         head = "dry run: " if r.dry_run else (f"consolidation {r.consolidation_id}: " if r.consolidation_id else "")
-        console.print(f"{head}{len(r.eligible)} eligible, {len(r.merged)} clusters abstracted ({r.abstraction}), "
-                      f"promoted {r.promoted or '-'}, demoted {r.demoted or '-'}")
+        console.print(
+            f"{head}{len(r.eligible)} eligible, {len(r.merged)} clusters abstracted ({r.abstraction}), "
+            f"promoted {r.promoted or '-'}, demoted {r.demoted or '-'}"
+        )
         for note in r.notes:
             console.print(f"note: {note}")
-        table(f"resident rulebook ({r.tokens}/{r.budget_tokens} tokens)", ["id", "utility", "p", "tokens", "title"],
-              [(i.id if i.id > 0 else "new", f"{i.utility:+.3f}", f"{i.adoption_rate:.2f}", i.tokens, _short(i.title)) for i in r.rulebook])
+        table(
+            f"resident rulebook ({r.tokens}/{r.budget_tokens} tokens)",
+            ["id", "utility", "p", "tokens", "title"],
+            [(i.id if i.id > 0 else "new", f"{i.utility:+.3f}", f"{i.adoption_rate:.2f}", i.tokens, _short(i.title)) for i in r.rulebook],
+        )
 
     emit(state, report, render)
 
@@ -280,12 +354,16 @@ def episodes_list(state: State, status, author, limit) -> None:
     rows = state.engine.list_episodes(status=status, author=author, limit=limit)
 
     def render(rows):
-        table(None, ["id", "task", "status", "reward", "attempts", "author", "client", "started"],
-              [(e.id, e.task, _closed_as(e), _reward(e), e.attempts, e.author or "-", e.client, _ago(e.created_at))
-               for e in rows])
+        table(
+            None,
+            ["id", "task", "status", "reward", "attempts", "author", "client", "started"],
+            [(e.id, e.task, _closed_as(e), _reward(e), e.attempts, e.author or "-", e.client, _ago(e.created_at)) for e in rows],
+        )
         s = state.engine.stats()
-        console.print(f"in this memory, {s.episodes_without_evidence} of {s.episodes_closed} closed episodes closed "
-                      "without evidence (no attempt): not credited, utilities untouched")
+        console.print(
+            f"in this memory, {s.episodes_without_evidence} of {s.episodes_closed} closed episodes closed "
+            "without evidence (no attempt): not credited, utilities untouched"
+        )
 
     emit(state, rows, render)
 
@@ -312,12 +390,24 @@ def episodes_show(state: State, episode_id) -> None:
     def render(e):
         console.print(f"[bold]episode {e.id}[/bold] task {e.task} · {_closed_as(e)} · reward {_reward(e) or '-'}")
         table("shown", ["id", "rank", "score", "title"], [(s.id, s.rank, f"{s.score:.3f}", _short(s.title)) for s in e.shown])
-        table("attempts", ["id", "status", "speedup", "adopted"],
-              [(a.id, a.status, "" if a.speedup is None else
-                f"{a.speedup:.2f}x" + (" unverified" if a.speedup_trusted is False else ""), a.adopted_ids)
-               for a in e.attempt_list])
+        table(
+            "attempts",
+            ["id", "status", "speedup", "adopted"],
+            [
+                (
+                    a.id,
+                    a.status,
+                    "" if a.speedup is None else f"{a.speedup:.2f}x" + (" unverified" if a.speedup_trusted is False else ""),
+                    a.adopted_ids,
+                )
+                for a in e.attempt_list
+            ],
+        )
         table("adopted", ["id", "weight", "evidence"], [(a.id, a.weight, _short(a.evidence)) for a in e.adopted])
-        table("utility updates", ["item", "adopted", "before", "after", "target"],
-              [(u.item_id, u.adopted, f"{u.before:+.3f}", f"{u.after:+.3f}", f"{u.target:+.3f}") for u in e.updates])
+        table(
+            "utility updates",
+            ["item", "adopted", "before", "after", "target"],
+            [(u.item_id, u.adopted, f"{u.before:+.3f}", f"{u.after:+.3f}", f"{u.target:+.3f}") for u in e.updates],
+        )
 
     emit(state, e, render)

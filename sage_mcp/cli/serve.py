@@ -18,8 +18,12 @@ from sage_mcp.mcp.clients import CLIENTS, config_path, http_entry, merged_config
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0 picks a free port.")
 @click.option("--allow-remote", is_flag=True, help="Allow a non-loopback --host (the token is still required).")
 @click.option("--token-file", type=click.Path(dir_okay=False), help="Bearer token file (default: next to the database).")
-@click.option("--tokens", "tokens_file", type=click.Path(dir_okay=False, exists=True),
-              help="Team tokens: one 'NAME TOKEN' line per person (mode 0600); each call records its NAME.")
+@click.option(
+    "--tokens",
+    "tokens_file",
+    type=click.Path(dir_okay=False, exists=True),
+    help="Team tokens: one 'NAME TOKEN' line per person (mode 0600); each call records its NAME.",
+)
 @pass_state
 @handle_errors
 def serve(state: State, host: str, port: int, allow_remote: bool, token_file: str | None, tokens_file: str | None) -> None:
@@ -49,12 +53,24 @@ def mcp() -> None:
 @click.option("--project", default=".", show_default=True, type=click.Path(file_okay=False), help="Project root for --write.")
 @click.option("--name", default="sage", show_default=True, help="Server name in the client's config.")
 @click.option("--http", "http_url", help="Connect to a running `sage serve` at this URL instead of launching sage-mcp.")
-@click.option("--token", help="With --http: write this bearer token into the file (default: a reference the client "
-                              "expands: ${SAGE_TOKEN} for Claude Code, ${env:SAGE_TOKEN} for Cursor, a password prompt in VS Code).")
+@click.option(
+    "--token",
+    help="With --http: write this bearer token into the file (default: a reference the client "
+    "expands: ${SAGE_TOKEN} for Claude Code, ${env:SAGE_TOKEN} for Cursor, a password prompt in VS Code).",
+)
 @click.pass_context
 @handle_errors
-def mcp_config(ctx: click.Context, client: str, write: bool, db: str | None, backend: str | None, project: str,
-               name: str, http_url: str | None, token: str | None) -> None:
+def mcp_config(
+    ctx: click.Context,
+    client: str,
+    write: bool,
+    db: str | None,
+    backend: str | None,
+    project: str,
+    name: str,
+    http_url: str | None,
+    token: str | None,
+) -> None:
     """Print (or --write) the MCP config that launches `sage-mcp` for a client.
 
     The command is the absolute path of this environment's `sage-mcp`, so the

@@ -47,11 +47,9 @@ class ActionHost(Protocol):
 
     def progress(self, title: str) -> Progress: ...
 
-    def window_show_message_request_async(
-        self, params: types.ShowMessageRequestParams) -> Awaitable[types.MessageActionItem | None]: ...
+    def window_show_message_request_async(self, params: types.ShowMessageRequestParams) -> Awaitable[types.MessageActionItem | None]: ...
 
-    def workspace_apply_edit_async(
-        self, params: types.ApplyWorkspaceEditParams) -> Awaitable[types.ApplyWorkspaceEditResult]: ...
+    def workspace_apply_edit_async(self, params: types.ApplyWorkspaceEditParams) -> Awaitable[types.ApplyWorkspaceEditResult]: ...
 
 
 class MemoryActions:
@@ -84,8 +82,7 @@ class MemoryActions:
         ls.episodes[doc.uri] = retrieval.episode_id
         return {"uri": doc.uri, "task": link.task, "retrieval": retrieval.model_dump(mode="json")}
 
-    async def record_adoption(self, uri: str, ids: list[int], episode: int | None,
-                              lesson: Lesson | None) -> dict[str, Any]:
+    async def record_adoption(self, uri: str, ids: list[int], episode: int | None, lesson: Lesson | None) -> dict[str, Any]:
         ls = self.ls
         episode = episode or ls.episodes.get(uri)
         if episode is None:
@@ -117,12 +114,13 @@ class MemoryActions:
         name = self.ls.documents.name_of(doc)
         tasks = views.order_tasks(name, self.ls.engine.list_tasks())
         titles = {f"{t.id} · {t.name}": t.id for t in tasks}
-        choice = await self.ls.window_show_message_request_async(types.ShowMessageRequestParams(
-            type=types.MessageType.Info,
-            message=f"SAGE: which task does {name} implement? (For a task file of your own, add "
-                    "'# sage: task=<path>' at the top.)",
-            actions=[types.MessageActionItem(title=t) for t in titles],
-        ))
+        choice = await self.ls.window_show_message_request_async(
+            types.ShowMessageRequestParams(
+                type=types.MessageType.Info,
+                message=f"SAGE: which task does {name} implement? (For a task file of your own, add '# sage: task=<path>' at the top.)",
+                actions=[types.MessageActionItem(title=t) for t in titles],
+            )
+        )
         return titles.get(choice.title) if choice is not None else None
 
     async def set_task(self, doc: TextDocument, task: str | None) -> dict[str, Any]:
@@ -145,8 +143,7 @@ class MemoryActions:
             existing = kernel_finder.header_task(doc.source)
             line = existing[1] if existing else kernel_finder.header_insert_line(doc.source)
             end = types.Position(line=line + 1 if existing else line, character=0)
-            edit = types.TextEdit(range=types.Range(start=types.Position(line=line, character=0), end=end),
-                                  new_text=header + "\n")
+            edit = types.TextEdit(range=types.Range(start=types.Position(line=line, character=0), end=end), new_text=header + "\n")
             applied = await ls.workspace_apply_edit_async(
                 types.ApplyWorkspaceEditParams(label="Set SAGE task", edit=types.WorkspaceEdit(changes={doc.uri: [edit]}))
             )

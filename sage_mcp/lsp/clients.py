@@ -38,8 +38,10 @@ def editor_config(editor: str, command: Sequence[str]) -> str:
 
 def where(editor: str) -> str:
     """Where the printed configuration goes."""
-    return {"neovim": "append to your init.lua (~/.config/nvim/init.lua)",
-            "helix": "add to .helix/languages.toml in the project, or ~/.config/helix/languages.toml"}[editor]
+    return {
+        "neovim": "append to your init.lua (~/.config/nvim/init.lua)",
+        "helix": "add to .helix/languages.toml in the project, or ~/.config/helix/languages.toml",
+    }[editor]
 
 
 def neovim_config(command: Sequence[str]) -> str:

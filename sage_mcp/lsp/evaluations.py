@@ -85,9 +85,7 @@ class Evaluations:
     def check(self, doc: TextDocument) -> TaskLink:
         """The document's task, or why it cannot be benchmarked."""
         if language_of(doc) != "python":
-            raise InvalidInput(
-                "SAGE evaluates Python candidate modules (class ModelNew); benchmark the .py file that builds this kernel"
-            )
+            raise InvalidInput("SAGE evaluates Python candidate modules (class ModelNew); benchmark the .py file that builds this kernel")
         analysis = self.ls.documents.analysis(doc)
         if analysis.too_large:
             limit = self.ls.engine.config.max_candidate_chars
@@ -121,8 +119,7 @@ class Evaluations:
         result = await asyncio.shield(self.start(doc, kernel))
         return self.ls.summary(self.ls.documents.get(doc.uri), result)
 
-    async def _run(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None,
-                   future: asyncio.Future) -> None:
+    async def _run(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None, future: asyncio.Future) -> None:
         try:
             result = await self._evaluate(uri, text, link, path, kernel)
         except asyncio.CancelledError:
@@ -139,8 +136,7 @@ class Evaluations:
         future.set_result(result)
         self.ls.evaluated(uri, result)
 
-    async def _evaluate(self, uri: str, text: str, link: TaskLink, path: str | None,
-                        kernel: Kernel | None) -> EvalResult:
+    async def _evaluate(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None) -> EvalResult:
         name = Path(path).name if path else uri
         what = f"{kernel.name} in {name}" if kernel and kernel.kind != "model" else name
         engine = self.ls.engine
@@ -151,9 +147,7 @@ class Evaluations:
             self.ls.episodes.pop(uri, None)
             episode = None
         async with self.ls.progress(f"SAGE: benchmarking {what}") as report:
-            return await self.in_worker(
-                engine.evaluate, text, link.task, candidate_path=path, progress=report, episode_id=episode
-            )
+            return await self.in_worker(engine.evaluate, text, link.task, candidate_path=path, progress=report, episode_id=episode)
 
     # ----------------------------------------------------------------- save
 
@@ -187,9 +181,12 @@ class Evaluations:
                 try:
                     await asyncio.shield(running)
                 except SageError as exc:
-                    self.ls.window_show_message(types.ShowMessageParams(
-                        type=types.MessageType.Warning,
-                        message=f"SAGE: benchmark on save of {self.ls.documents.name_of(snapshot)}: {exc}"))
+                    self.ls.window_show_message(
+                        types.ShowMessageParams(
+                            type=types.MessageType.Warning,
+                            message=f"SAGE: benchmark on save of {self.ls.documents.name_of(snapshot)}: {exc}",
+                        )
+                    )
                 except Exception:
                     log.exception("benchmark on save of %s failed", uri)  # the next save tries again
                 snapshot = self.saved.pop(uri, None)

@@ -177,7 +177,9 @@ async def record_adoption(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
         raise InvalidInput("item_ids must be a list of integer item ids")
     lesson = _arg(args, 3, dict, "lesson", required=False)
     return await ls.actions.record_adoption(
-        _arg(args, 0, str, "uri"), ids, _arg(args, 2, int, "episode_id", required=False),
+        _arg(args, 0, str, "uri"),
+        ids,
+        _arg(args, 2, int, "episode_id", required=False),
         Lesson(**lesson) if lesson else None,
     )
 
@@ -233,8 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sage-lsp", description="SAGE language server (stdio).")
     parser.add_argument("--db", help="memory database (default: SAGE_DB or the user data dir)")
     parser.add_argument("--backend", help="evaluation backend (default: SAGE_BACKEND or cpu)")
-    parser.add_argument("--poll-seconds", type=float, default=3.0,
-                        help="how often to look for results stored by other processes (0 = never)")
+    parser.add_argument(
+        "--poll-seconds", type=float, default=3.0, help="how often to look for results stored by other processes (0 = never)"
+    )
     parser.add_argument("--log-level", default=os.environ.get("SAGE_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
     level = args.log_level.upper()
@@ -248,4 +251,3 @@ def main(argv: list[str] | None = None) -> None:
         server.start_io()
     finally:
         server.close()
-

@@ -150,9 +150,7 @@ class SageLanguageServer(LanguageServer):
     def publish(self, doc: TextDocument, result: EvalResult | None) -> None:
         kernels = self.documents.kernels(doc)
         diagnostics = views.to_lsp_diagnostics(result, kernels, len(doc.lines), doc.uri) if result else []
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics, version=doc.version)
-        )
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=doc.uri, diagnostics=diagnostics, version=doc.version))
 
     def refresh_lenses(self) -> None:
         """Ask the client to request lenses again, when it can be asked; any
@@ -209,13 +207,24 @@ class SageLanguageServer(LanguageServer):
         link = self.documents.task_of(doc)
         running = self.evaluations.busy(doc.uri)
         if result is None:
-            return {"uri": doc.uri, "task": link.task if link else None, "summary": "not evaluated yet",
-                    "stale": False, "running": running, "result": None}
+            return {
+                "uri": doc.uri,
+                "task": link.task if link else None,
+                "summary": "not evaluated yet",
+                "stale": False,
+                "running": running,
+                "result": None,
+            }
         stale = self.documents.is_stale(doc, result)
-        text = views.result_summary(result, stale=stale, adopted=self.documents.results.adopted_count(result),
-                                    created_at=result.created_at)
-        return {"uri": doc.uri, "task": link.task if link else result.task, "summary": text, "stale": stale,
-                "running": running, "result": result.model_dump(mode="json")}
+        text = views.result_summary(result, stale=stale, adopted=self.documents.results.adopted_count(result), created_at=result.created_at)
+        return {
+            "uri": doc.uri,
+            "task": link.task if link else result.task,
+            "summary": text,
+            "stale": stale,
+            "running": running,
+            "result": result.model_dump(mode="json"),
+        }
 
     def stored_summary(self, doc: TextDocument) -> dict[str, Any]:
         self.documents.results.check()
@@ -269,8 +278,7 @@ class SageLanguageServer(LanguageServer):
             return f"**SAGE**: {exc}"
         resident = {r.id for r in rules}
         last = (self.summary(doc, result)["summary"], result) if result is not None else None
-        return views.hover_markdown(kernel, link.task if link else None, rules,
-                                    [i for i in items if i.id not in resident], last)
+        return views.hover_markdown(kernel, link.task if link else None, rules, [i for i in items if i.id not in resident], last)
 
     def task_query(self, task: str) -> str:
         try:
@@ -315,8 +323,10 @@ class SageLanguageServer(LanguageServer):
             return
         self._told_too_large.add(doc.uri)
         limit = self.engine.config.max_candidate_chars
-        self.window_log_message(types.LogMessageParams(
-            type=types.MessageType.Info,
-            message=f"SAGE: {self.documents.name_of(doc)} has {analysis.chars:,} characters, over the {limit:,}-character "
-                    "candidate limit (SAGE_MAX_CANDIDATE_CHARS): no lenses, hover or benchmark for it"))
-
+        self.window_log_message(
+            types.LogMessageParams(
+                type=types.MessageType.Info,
+                message=f"SAGE: {self.documents.name_of(doc)} has {analysis.chars:,} characters, over the {limit:,}-character "
+                "candidate limit (SAGE_MAX_CANDIDATE_CHARS): no lenses, hover or benchmark for it",
+            )
+        )

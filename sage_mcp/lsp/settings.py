@@ -48,8 +48,9 @@ class EditorSettings:
             if isinstance(value, bool):
                 out = replace(out, benchmark_on_save=value)
             else:
-                problems.append(f"setting sage.benchmarkOnSave must be true or false, got {value!r}; "
-                                f"keeping {str(self.benchmark_on_save).lower()}")
+                problems.append(
+                    f"setting sage.benchmarkOnSave must be true or false, got {value!r}; keeping {str(self.benchmark_on_save).lower()}"
+                )
         return out, problems
 
 
@@ -79,8 +80,10 @@ class Settings:
         if not (caps and caps.configuration):
             return
         try:
-            values = await asyncio.wait_for(self.ls.workspace_configuration_async(
-                types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])), CLIENT_REPLY_S)
+            values = await asyncio.wait_for(
+                self.ls.workspace_configuration_async(types.ConfigurationParams(items=[types.ConfigurationItem(section=SECTION)])),
+                CLIENT_REPLY_S,
+            )
         except (asyncio.TimeoutError, JsonRpcException) as exc:
             log.info("client did not send settings: %s", exc)
             return

@@ -104,7 +104,11 @@ def failure_headline(result: EvalResult) -> str | None:
 
 
 def result_summary(
-    result: EvalResult, *, stale: bool = False, adopted: int = 0, created_at: float | None = None,
+    result: EvalResult,
+    *,
+    stale: bool = False,
+    adopted: int = 0,
+    created_at: float | None = None,
     now: float | None = None,
 ) -> str:
     """One line for a lens or a status bar, e.g.
@@ -153,8 +157,7 @@ def lens(line: int, title: str, command: str, arguments: list[Any]) -> types.Cod
     return types.CodeLens(range=at, command=types.Command(title=title, command=command, arguments=arguments))
 
 
-def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count: int,
-                       uri: str = "") -> list[types.Diagnostic]:
+def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count: int, uri: str = "") -> list[types.Diagnostic]:
     """EvalResult diagnostics as LSP diagnostics. Lines are 1-based in the
     result; a compile-gate error that names a kernel but no line goes on that
     kernel's def line; anything else without a line goes on the first kernel
@@ -182,18 +185,15 @@ def to_lsp_diagnostics(result: EvalResult, kernels: Sequence[Kernel], line_count
         kernel = next((k for k in kernels if k.kind == "model"), kernels[0] if kernels else None)
         line = kernel.line if kernel else 0
         at = types.Range(start=types.Position(line=line, character=0), end=types.Position(line=line, character=10_000))
-        out.append(_diagnostic(at, headline or result.status, result.message, uri, types.DiagnosticSeverity.Error,
-                               result.status))
+        out.append(_diagnostic(at, headline or result.status, result.message, uri, types.DiagnosticSeverity.Error, result.status))
     return out
 
 
-def _diagnostic(at: types.Range, message: str, full: str, uri: str, severity: types.DiagnosticSeverity,
-                code: str) -> types.Diagnostic:
+def _diagnostic(at: types.Range, message: str, full: str, uri: str, severity: types.DiagnosticSeverity, code: str) -> types.Diagnostic:
     related = None
     if uri and full.strip() and full.strip() != message:
         related = [types.DiagnosticRelatedInformation(location=types.Location(uri=uri, range=at), message=full.strip())]
-    return types.Diagnostic(range=at, message=message, severity=severity, source=SOURCE, code=code,
-                            related_information=related)
+    return types.Diagnostic(range=at, message=message, severity=severity, source=SOURCE, code=code, related_information=related)
 
 
 def _diagnostic_line(d: Diagnostic, kernels: list[Kernel], line_count: int) -> int:
@@ -211,8 +211,9 @@ def _diagnostic_line(d: Diagnostic, kernels: list[Kernel], line_count: int) -> i
     return kernels[0].line if kernels else 0
 
 
-def hover_markdown(kernel: Kernel, task: str | None, rules: list[Item], items: list[ScoredItem],
-                   last: tuple[str, EvalResult] | None = None) -> str:
+def hover_markdown(
+    kernel: Kernel, task: str | None, rules: list[Item], items: list[ScoredItem], last: tuple[str, EvalResult] | None = None
+) -> str:
     """The last result (the whole error when it failed), then the resident
     rules and the top items for the kernel's task, with the numbers that say
     whether they have helped before. `last` is (summary line, result)."""
@@ -254,7 +255,8 @@ def profile_markdown(result: EvalResult) -> str:
     """Where the last result's time went: the binding limit, then the sentence to act on."""
     p = result.profile
     bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}.get(
-        p.bound or "", "no measured limits")
+        p.bound or "", "no measured limits"
+    )
     flag = " · **physically impossible time**" if p.impossible else ""
     return f"**Where the time goes** ({bound}){flag}: {_md(p.summary)}"
 

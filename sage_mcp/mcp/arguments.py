@@ -39,8 +39,20 @@ def _problem(e: Mapping[str, Any], root: Schema) -> str:
         return f"{_name(loc[:-1]) or 'the arguments'} has no field {loc[-1]!r}; its fields are {known}"
     if kind in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         return f"{name} must be {_bounds(field, ctx)}{got}"
-    if kind in ("int_type", "int_parsing", "int_from_float", "float_type", "float_parsing", "bool_type",
-                "bool_parsing", "string_type", "list_type", "dict_type", "model_type", "model_attributes_type"):
+    if kind in (
+        "int_type",
+        "int_parsing",
+        "int_from_float",
+        "float_type",
+        "float_parsing",
+        "bool_type",
+        "bool_parsing",
+        "string_type",
+        "list_type",
+        "dict_type",
+        "model_type",
+        "model_attributes_type",
+    ):
         return f"{name} must be {_kind(field, root) or _KINDS.get(kind, 'something else')}{got}"
     if kind in ("string_too_long", "string_too_short", "too_long", "too_short"):
         unit = "characters" if kind.startswith("string") else "items"
@@ -52,15 +64,23 @@ def _problem(e: Mapping[str, Any], root: Schema) -> str:
         return f"{name}: {ctx['error']}"
     message = str(e.get("msg", "is not valid"))
     if message.startswith("Input should"):
-        return f"{name} should{message[len('Input should'):]}{got}"
+        return f"{name} should{message[len('Input should') :]}{got}"
     return f"{name}: {message[:1].lower()}{message[1:]}{got}"
 
 
 # What a validator's type error asks for, where the schema says nothing more.
 _KINDS = {
-    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
-    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false", "bool_parsing": "true or false",
-    "string_type": "a string", "list_type": "a list", "dict_type": "an object", "model_type": "an object",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "bool_type": "true or false",
+    "bool_parsing": "true or false",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
     "model_attributes_type": "an object",
 }
 
@@ -127,10 +147,16 @@ def _kind(field: Schema | None, root: Schema, depth: int = 0) -> str:
 
 
 def _plural(kind: str) -> str:
-    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a string", "strings"),
-                      ("an object", "objects"), ("a list", "lists"), ("true or false", "true or false values")):
+    for one, many in (
+        ("an integer", "integers"),
+        ("a number", "numbers"),
+        ("a string", "strings"),
+        ("an object", "objects"),
+        ("a list", "lists"),
+        ("true or false", "true or false values"),
+    ):
         if kind.startswith(one):
-            return many + kind[len(one):]
+            return many + kind[len(one) :]
     return kind
 
 
@@ -151,12 +177,12 @@ def _bounds(field: Schema | None, ctx: Mapping[str, Any]) -> str:
     return " and ".join(parts)
 
 
-def _limit(field: Schema, ctx: Mapping[str, Any], inclusive: str, ctx_inclusive: str, exclusive: str,
-           ctx_exclusive: str, integer_step: int) -> tuple[float, bool] | None:
+def _limit(
+    field: Schema, ctx: Mapping[str, Any], inclusive: str, ctx_inclusive: str, exclusive: str, ctx_exclusive: str, integer_step: int
+) -> tuple[float, bool] | None:
     """(value, inclusive) of one side; an exclusive integer limit becomes the
     inclusive one next to it (`< 2**63` reads as `at most 2**63 - 1`)."""
-    for key, bag, closed in ((inclusive, field, True), (ctx_inclusive, ctx, True),
-                             (exclusive, field, False), (ctx_exclusive, ctx, False)):
+    for key, bag, closed in ((inclusive, field, True), (ctx_inclusive, ctx, True), (exclusive, field, False), (ctx_exclusive, ctx, False)):
         value = bag.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not closed and integer_step:
@@ -177,4 +203,4 @@ def _shown(value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."

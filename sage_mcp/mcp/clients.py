@@ -65,8 +65,7 @@ def http_entry(client: str, url: str, *, token: str | None = None, token_env: st
         raise InvalidInput(f"--http takes the URL `sage serve` prints (http://host:port/mcp), got {url!r}")
     _, _, typed = _spec(client)
     if token is None:
-        token = {"claude": f"${{{token_env}}}", "cursor": f"${{env:{token_env}}}",
-                 "vscode": f"${{input:{TOKEN_INPUT}}}"}[client]
+        token = {"claude": f"${{{token_env}}}", "cursor": f"${{env:{token_env}}}", "vscode": f"${{input:{TOKEN_INPUT}}}"}[client]
     entry: dict[str, Any] = {"type": "http"} if typed else {}
     entry.update(url=url, headers={"Authorization": f"Bearer {token}"})
     return entry
@@ -90,8 +89,10 @@ def merged_config(client: str, existing: dict[str, Any] | None, entry: dict[str,
         if not isinstance(inputs, list):
             raise InvalidInput("the existing config's 'inputs' is not a list; fix the file by hand")
         if not any(isinstance(i, dict) and i.get("id") == TOKEN_INPUT for i in inputs):
-            inputs = [*inputs, {"type": "promptString", "id": TOKEN_INPUT, "password": True,
-                                "description": "SAGE bearer token (`sage serve` prints it)"}]
+            inputs = [
+                *inputs,
+                {"type": "promptString", "id": TOKEN_INPUT, "password": True, "description": "SAGE bearer token (`sage serve` prints it)"},
+            ]
         config["inputs"] = inputs
     return config
 

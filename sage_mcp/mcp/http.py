@@ -135,12 +135,20 @@ class BearerAuth:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
             return
-        body = json.dumps({"error": "unauthorized",
-                           "message": "send 'Authorization: Bearer <token>'; `sage serve` prints the token"}).encode()
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", b'Bearer realm="sage"'),
-        ]})
+        body = json.dumps(
+            {"error": "unauthorized", "message": "send 'Authorization: Bearer <token>'; `sage serve` prints the token"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b'Bearer realm="sage"'),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     def _user(self, scope: Scope) -> bytes | None:
@@ -189,8 +197,15 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_remote: bool = False,
-          token_file: str | Path | None = None, tokens_file: str | Path | None = None) -> None:
+def serve(
+    config: Config,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allow_remote: bool = False,
+    token_file: str | Path | None = None,
+    tokens_file: str | Path | None = None,
+) -> None:
     """Bind, print how to connect on stderr, and serve until interrupted."""
     import uvicorn
 
@@ -217,8 +232,9 @@ def serve(config: Config, *, host: str = "127.0.0.1", port: int = 8765, allow_re
         f"sage serve: memory {Engine.redact(config.database)} (backend {config.backend})\n"
         f"listening on {url}\n"
         f"{who}\n"
-        f"connect: claude mcp add --transport http sage {url} --header \"Authorization: Bearer {token}\"",
-        file=sys.stderr, flush=True,
+        f'connect: claude mcp add --transport http sage {url} --header "Authorization: Bearer {token}"',
+        file=sys.stderr,
+        flush=True,
     )
     app = build_app(config, tokens, host)
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))

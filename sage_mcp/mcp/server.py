@@ -112,6 +112,7 @@ def render_rulebook(rules: list[Item]) -> str:
         parts.append(f"_utility {r.utility:.3f}, adopted {r.n_adopted}x by {', '.join(r.operators_adopted) or 'none'}_\n")
     return "\n".join(parts)
 
+
 # --------------------------------------------------------- resources, prompt
 
 
@@ -231,22 +232,42 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
             engine.close()
 
     server = SageServer(
-        "sage", title="SAGE kernel memory", instructions=INSTRUCTIONS, version=_version(),
-        lifespan=lifespan, log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
+        "sage",
+        title="SAGE kernel memory",
+        instructions=INSTRUCTIONS,
+        version=_version(),
+        lifespan=lifespan,
+        log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
     )
     for fn, title, hints in TOOLS:
         server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints)
-    server.add_resource(RulebookResource(
-        published, uri="sage://rulebook", name="rulebook", title="SAGE resident rulebook",
-        description="The rules every agent sees first (markdown)", mime_type="text/markdown",
-    ))
-    server.resource("sage://items/{item_id}", name="item", title="Memory item",
-                    description="One memory item as JSON", mime_type="application/json")(item_resource)
-    server.resource("sage://attempt/{attempt_id}/roofline.svg", name="attempt_roofline", title="Attempt roofline",
-                    description="Where an attempt's time goes, drawn: its roofline as SVG",
-                    mime_type="image/svg+xml")(attempt_roofline_resource)
-    server.resource("sage://tasks/{task_id}", name="task", title="Bundled task",
-                    description="A task's summary and reference source (markdown)", mime_type="text/markdown")(task_resource)
+    server.add_resource(
+        RulebookResource(
+            published,
+            uri="sage://rulebook",
+            name="rulebook",
+            title="SAGE resident rulebook",
+            description="The rules every agent sees first (markdown)",
+            mime_type="text/markdown",
+        )
+    )
+    server.resource(
+        "sage://items/{item_id}", name="item", title="Memory item", description="One memory item as JSON", mime_type="application/json"
+    )(item_resource)
+    server.resource(
+        "sage://attempt/{attempt_id}/roofline.svg",
+        name="attempt_roofline",
+        title="Attempt roofline",
+        description="Where an attempt's time goes, drawn: its roofline as SVG",
+        mime_type="image/svg+xml",
+    )(attempt_roofline_resource)
+    server.resource(
+        "sage://tasks/{task_id}",
+        name="task",
+        title="Bundled task",
+        description="A task's summary and reference source (markdown)",
+        mime_type="text/markdown",
+    )(task_resource)
     server.prompt(name="sage_protocol", title="SAGE protocol")(sage_protocol)
     return server
 
@@ -277,18 +298,21 @@ def banner(config: Config, confinement: str = "") -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
+    parser = argparse.ArgumentParser(prog="sage-mcp", description="SAGE MCP server over stdio: what MCP clients launch. Logs go to stderr.")
     parser.add_argument("--db", help="memory: a SQLite file (default: your data dir) or a postgresql:// URL; env SAGE_DB")
     parser.add_argument("--backend", choices=BACKENDS, help="default evaluation backend (env SAGE_BACKEND)")
-    parser.add_argument("--executor", choices=("local", "ray"),
-                        help="evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS; env SAGE_EXECUTOR)")
+    parser.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        help="evaluate here (local) or on a Ray cluster's hosts (ray; RAY_ADDRESS; env SAGE_EXECUTOR)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log requests to stderr")
     parser.add_argument("--quiet", action="store_true", help="no banner")
     args = parser.parse_args(argv)
     # stdout carries the protocol: every log line goes to stderr.
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         config = Config.from_env(db=args.db, backend=args.backend, executor=args.executor)
         check_executor(config)
@@ -300,4 +324,3 @@ def main(argv: list[str] | None = None) -> int:
         print(banner(config, confinement.describe()), file=sys.stderr, flush=True)
     create_server(config).run()
     return 0
-

@@ -186,15 +186,23 @@ ID_BOUNDS = {"ge": 1, "lt": 2**63}
 
 async def retrieve_rules(
     ctx: Context,
-    task: Annotated[str, Field(description="Bundled task id (see list_tasks), path to a reference .py, or a sentence describing the operator")],
+    task: Annotated[
+        str, Field(description="Bundled task id (see list_tasks), path to a reference .py, or a sentence describing the operator")
+    ],
     operator: Annotated[str | None, Field(description="Operator name, e.g. 'softmax'; inferred for bundled tasks")] = None,
-    family: Annotated[str | None, Field(description="Operator family, e.g. 'normalization'; inferred for bundled tasks. Selects the rules learned for that family")] = None,
+    family: Annotated[
+        str | None,
+        Field(description="Operator family, e.g. 'normalization'; inferred for bundled tasks. Selects the rules learned for that family"),
+    ] = None,
     backend: Annotated[str | None, Field(description=f"Target backend: {', '.join(BACKENDS)}")] = None,
     hardware: Annotated[str | None, Field(description="Chip, e.g. 'Ascend910B3', to filter hardware-specific items")] = None,
     k: Annotated[int | None, Field(description="How many items besides the rulebook: 1-50 (default 5)", ge=1, le=50)] = None,
     episode_id: Annotated[int | None, Field(description="Continue this episode instead of opening a new one", **ID_BOUNDS)] = None,
     reference: Annotated[str | None, Field(description="Reference source, to sharpen retrieval for a free-text task")] = None,
-    scope: Annotated[str | None, Field(description="'team' (default) or 'project:NAME' to include that project's items; your private items are always included")] = None,
+    scope: Annotated[
+        str | None,
+        Field(description="'team' (default) or 'project:NAME' to include that project's items; your private items are always included"),
+    ] = None,
 ) -> RetrievalResult:
     """Start here before writing a kernel: SAGE's rules and past lessons for a task.
 
@@ -207,18 +215,34 @@ async def retrieve_rules(
     """
     client, owned = client_id(ctx)
     return await _call(
-        engine_of(ctx).retrieve, task, operator=operator, family=family, backend=backend, hardware=hardware, k=k,
-        episode_id=episode_id, reference=reference, client=client, scope=scope, close_previous=owned,
+        engine_of(ctx).retrieve,
+        task,
+        operator=operator,
+        family=family,
+        backend=backend,
+        hardware=hardware,
+        k=k,
+        episode_id=episode_id,
+        reference=reference,
+        client=client,
+        scope=scope,
+        close_previous=owned,
     )
 
 
 async def compile_and_bench(
     ctx: Context,
     candidate: Annotated[str, Field(description="Source of a module defining class ModelNew, or a path to such a .py file in the project")],
-    task: Annotated[str, Field(description="Bundled task id, path to a reference .py, or reference source (class Model, get_inputs, get_init_inputs)")],
+    task: Annotated[
+        str, Field(description="Bundled task id, path to a reference .py, or reference source (class Model, get_inputs, get_init_inputs)")
+    ],
     backend: Annotated[str | None, Field(description=f"Where to compile and time: {', '.join(BACKENDS)} (default: the server's)")] = None,
-    episode_id: Annotated[int | None, Field(description="The episode from retrieve_rules; the attempt is recorded in it", **ID_BOUNDS)] = None,
-    adopted_ids: Annotated[list[Annotated[int, Field(**ID_BOUNDS)]], Field(description="Ids of retrieved items this kernel follows (needs episode_id)")] = [],  # noqa: B006 - pydantic copies defaults
+    episode_id: Annotated[
+        int | None, Field(description="The episode from retrieve_rules; the attempt is recorded in it", **ID_BOUNDS)
+    ] = None,
+    adopted_ids: Annotated[
+        list[Annotated[int, Field(**ID_BOUNDS)]], Field(description="Ids of retrieved items this kernel follows (needs episode_id)")
+    ] = [],  # noqa: B006 - pydantic copies defaults
     trials: Annotated[int | None, Field(description="Seeded correctness trials per case, 1-20")] = None,
 ) -> EvalResult:
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
@@ -239,8 +263,15 @@ async def compile_and_bench(
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
     return await _call_with_progress(
-        ctx, engine_of(ctx).evaluate, cancellable=True, candidate=candidate, task=task, backend=backend,
-        episode_id=episode_id, adopted=adopted, trials=trials,
+        ctx,
+        engine_of(ctx).evaluate,
+        cancellable=True,
+        candidate=candidate,
+        task=task,
+        backend=backend,
+        episode_id=episode_id,
+        adopted=adopted,
+        trials=trials,
     )
 
 
@@ -249,7 +280,9 @@ async def record_adoption(
     episode_id: Annotated[int, Field(description="The episode from retrieve_rules", **ID_BOUNDS)],
     adopted: Annotated[list[Adoption], Field(description="Items that shaped your kernel: [{id, evidence}] with evidence saying how")] = [],  # noqa: B006
     attempt_id: Annotated[int | None, Field(description="Your best attempt (from compile_and_bench)", **ID_BOUNDS)] = None,
-    lesson: Annotated[Lesson | None, Field(description="A reusable insight: {title, content, code?, tags?}; what failed and what fixed it")] = None,
+    lesson: Annotated[
+        Lesson | None, Field(description="A reusable insight: {title, content, code?, tags?}; what failed and what fixed it")
+    ] = None,
     close: Annotated[bool, Field(description="Close and credit the episode now (default); false keeps it open")] = True,
 ) -> AdoptionReport:
     """Finish an episode: which retrieved items you used, and what you learned.
@@ -261,7 +294,12 @@ async def record_adoption(
     from your lesson, and whether the episode closed. Ids not shown in this episode are refused.
     """
     return await _call(
-        engine_of(ctx).record_adoption, episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close,
+        engine_of(ctx).record_adoption,
+        episode_id,
+        adopted,
+        attempt_id=attempt_id,
+        lesson=lesson,
+        close=close,
     )
 
 
@@ -334,8 +372,17 @@ async def add_experience(
     """Store an experience outside an episode. A near-duplicate strengthens the existing
     item instead (merged=true). Inside an episode prefer record_adoption's lesson, which
     links the lesson to the attempt it came from."""
-    new = NewItem(title=title, content=content, code=code, operator=operator, family=family, backend=backend,
-                  hardware=hardware, tags=tags, scope=scope)
+    new = NewItem(
+        title=title,
+        content=content,
+        code=code,
+        operator=operator,
+        family=family,
+        backend=backend,
+        hardware=hardware,
+        tags=tags,
+        scope=scope,
+    )
     return await _call(engine_of(ctx).add_item, new)
 
 
@@ -356,14 +403,19 @@ async def ping(ctx: Context) -> dict[str, str]:
     confined (bubblewrap, or limits-only with the command that fixes it). Touches nothing."""
     state = state_of(ctx)
     confinement = await _call(state.engine.confinement)
-    return {"server": "sage", "db": state.engine.store.describe(), "instance": state.instance, "user": engine_of(ctx).user,
-            "confinement": confinement.mode, "confinement_detail": confinement.describe()}
+    return {
+        "server": "sage",
+        "db": state.engine.store.describe(),
+        "instance": state.instance,
+        "user": engine_of(ctx).user,
+        "confinement": confinement.mode,
+        "confinement_detail": confinement.describe(),
+    }
 
 
 def _hints(*, read_only: bool = False, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
     # Everything here acts on the local memory database and sandbox: closed world.
-    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent,
-                           open_world_hint=False)
+    return ToolAnnotations(read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False)
 
 
 READ = _hints(read_only=True, idempotent=True)

@@ -109,7 +109,8 @@ def _error(message: str) -> dict[str, Any]:
 
 def anthropic_llm(replay: Replay) -> AnthropicLLM:
     client = anthropic.Anthropic(
-        api_key="test", max_retries=0,
+        api_key="test",
+        max_retries=0,
         http_client=httpx2.Client(transport=httpx2.MockTransport(replay.anthropic_handler)),
     )
     return AnthropicLLM(MODEL, client=client)
@@ -123,9 +124,16 @@ def openai_llm(replay: Replay) -> OpenAICompatLLM:
 def config_in(folder: Path, strategy: str = "atu") -> Config:
     # Small timing budget and one trial: the tests are about the loop, not timing quality;
     # no speedup term in the reward, so its sign never hangs on a noisy timing.
-    base = Config(db_path=folder / "memory.db", cache_dir=folder / "cache", auto_consolidate_every=0,
-                  timing_budget_s=0.2, timing_min_reps=5, correctness_trials=1, candidate_roots=str(TASKS),
-                  speedup_weight=0.0)
+    base = Config(
+        db_path=folder / "memory.db",
+        cache_dir=folder / "cache",
+        auto_consolidate_every=0,
+        timing_budget_s=0.2,
+        timing_min_reps=5,
+        correctness_trials=1,
+        candidate_roots=str(TASKS),
+        speedup_weight=0.0,
+    )
     return strategy_config(base, get_strategy(strategy))
 
 
@@ -151,14 +159,21 @@ def make_engine(tmp_path: Path) -> Callable[..., Engine]:
 def seed_items(engine: Engine) -> tuple[int, int]:
     """#1 fits scale_shift and is adopted in the recordings; #2 is shown
     beside it and ignored."""
-    fused = engine.add_item(NewItem(
-        title="Fuse elementwise scale and shift",
-        content="For elementwise y = a*x + b, one torch.addcmul pass beats a multiply and an add on CPU.",
-        tags=["elementwise", "cpu"], family="elementwise")).item.id
-    other = engine.add_item(NewItem(
-        title="Accumulate elementwise reductions in float32",
-        content="When an elementwise or row reduction reads half inputs, accumulate in float32 and cast once at the end.",
-        tags=["reduction", "elementwise"])).item.id
+    fused = engine.add_item(
+        NewItem(
+            title="Fuse elementwise scale and shift",
+            content="For elementwise y = a*x + b, one torch.addcmul pass beats a multiply and an add on CPU.",
+            tags=["elementwise", "cpu"],
+            family="elementwise",
+        )
+    ).item.id
+    other = engine.add_item(
+        NewItem(
+            title="Accumulate elementwise reductions in float32",
+            content="When an elementwise or row reduction reads half inputs, accumulate in float32 and cast once at the end.",
+            tags=["reduction", "elementwise"],
+        )
+    ).item.id
     return fused, other
 
 
@@ -166,12 +181,16 @@ def task_ref(name: str) -> str:
     return str(TASKS / name)
 
 
-GRID_A = ("Persistent grid loop over blocks",
-          "Launch one program per vector core and loop over the blocks inside the kernel with a stride of the "
-          "program count; a BLOCK of 4096 fp32 elements fits the Unified Buffer.")
-GRID_B = ("Loop over blocks in a persistent grid",
-          "Launch one program per core and loop inside the kernel over the blocks with the program count as "
-          "stride, so the grid stays small; BLOCK 4096 fits the Unified Buffer.")
+GRID_A = (
+    "Persistent grid loop over blocks",
+    "Launch one program per vector core and loop over the blocks inside the kernel with a stride of the "
+    "program count; a BLOCK of 4096 fp32 elements fits the Unified Buffer.",
+)
+GRID_B = (
+    "Loop over blocks in a persistent grid",
+    "Launch one program per core and loop inside the kernel over the blocks with the program count as "
+    "stride, so the grid stays small; BLOCK 4096 fits the Unified Buffer.",
+)
 
 
 def proven_cluster(engine) -> list[int]:

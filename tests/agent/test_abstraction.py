@@ -11,6 +11,7 @@ from sage_engine.errors import InvalidInput
 from sage_engine.models import NewItem, RuleDraft
 from tests.agent.conftest import GRID_A, GRID_B, Replay, anthropic_llm, proven_cluster, recording
 
+
 def consolidate_with(make_engine, scenario: str):
     replay = Replay({"abstract": recording("abstraction")[scenario]})
     engine = make_engine("atu", abstractor=LLMAbstractor(anthropic_llm(replay)))
@@ -30,11 +31,14 @@ def test_faithful_rule_rewrite_becomes_the_resident_rule(make_engine):
     assert request["tool_choice"]["name"] == "write_rule" and f"[#{ids[0]}]" in replay.first_text(0)
 
 
-@pytest.mark.parametrize("scenario, reason", [
-    ("drops_evidence", "dropped evidence ids [2]"),
-    ("new_number", "introduces numbers not in its sources: 16384"),
-    ("drifts", "the rule drifts from its sources"),
-])
+@pytest.mark.parametrize(
+    "scenario, reason",
+    [
+        ("drops_evidence", "dropped evidence ids [2]"),
+        ("new_number", "introduces numbers not in its sources: 16384"),
+        ("drifts", "the rule drifts from its sources"),
+    ],
+)
 def test_invalid_rule_rewrite_is_rejected_and_the_deterministic_rule_kept(make_engine, scenario, reason):
     engine, ids, report, _ = consolidate_with(make_engine, scenario)
     assert report.abstraction == "deterministic"
@@ -55,8 +59,14 @@ def test_numbers_inside_identifiers_are_not_facts():
 
 def test_drift_check_accepts_a_rule_quoting_its_sources(engine):
     a, b = _item(engine, *GRID_A), _item(engine, *GRID_B)
-    draft = RuleDraft(title="Persistent grid", trigger="Large vector kernels", rule="Loop over the blocks inside the kernel; BLOCK 4096 fits the Unified Buffer.",
-                      rationale="Adopted across operators.", when_not="Tiny tensors.", evidence=[a.id, b.id])
+    draft = RuleDraft(
+        title="Persistent grid",
+        trigger="Large vector kernels",
+        rule="Loop over the blocks inside the kernel; BLOCK 4096 fits the Unified Buffer.",
+        rationale="Adopted across operators.",
+        when_not="Tiny tensors.",
+        evidence=[a.id, b.id],
+    )
     check_drift(draft, [a, b])
     with pytest.raises(InvalidInput, match="when_not introduces numbers not in its sources: 64"):
         check_drift(draft.model_copy(update={"when_not": "Tensors under 64 elements."}), [a, b])

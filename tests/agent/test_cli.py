@@ -16,8 +16,14 @@ from tests.agent.conftest import MODEL, TASKS, Replay, config_in, proven_cluster
 
 
 def _env(**extra):
-    env = {"SAGE_CANDIDATE_ROOTS": str(TASKS), "SAGE_TIMING_BUDGET_S": "0.2", "SAGE_TIMING_MIN_REPS": "5",
-           "SAGE_CORRECTNESS_TRIALS": "1", "ANTHROPIC_API_KEY": "test", "ANTHROPIC_BASE_URL": None}
+    env = {
+        "SAGE_CANDIDATE_ROOTS": str(TASKS),
+        "SAGE_TIMING_BUDGET_S": "0.2",
+        "SAGE_TIMING_MIN_REPS": "5",
+        "SAGE_CORRECTNESS_TRIALS": "1",
+        "ANTHROPIC_API_KEY": "test",
+        "ANTHROPIC_BASE_URL": None,
+    }
     env.update(extra)
     return env
 
@@ -58,8 +64,11 @@ def test_dry_run_prints_prompts_with_resident_rules_and_retrieved_items(tmp_path
         episodes = engine.stats().episodes_closed
     # A global rulebook: the grid rule was learned on other operators, so a
     # per-task rulebook would (rightly) not show it to scale_shift.
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "memory.db"), "run", "--dry-run", "--suite", str(TASKS),
-                                      "--tasks", "scale_shift"], env=_env(ANTHROPIC_API_KEY=None, SAGE_RULEBOOK_SCOPE="global"))
+    result = CliRunner().invoke(
+        cli,
+        ["--db", str(tmp_path / "memory.db"), "run", "--dry-run", "--suite", str(TASKS), "--tasks", "scale_shift"],
+        env=_env(ANTHROPIC_API_KEY=None, SAGE_RULEBOOK_SCOPE="global"),
+    )
     assert result.exit_code == 0, result.output
     out = result.output
     assert "===== system prompt =====" in out and "submit_kernel" in out and "adopted_ids" in out
@@ -74,8 +83,23 @@ def test_dry_run_prints_prompts_with_resident_rules_and_retrieved_items(tmp_path
 def test_run_command_solves_a_suite_concurrently_writes_the_report_and_refuses_changed_settings(tmp_path, endpoint):
     replay, url = endpoint
     db, run_dir = tmp_path / "memory.db", tmp_path / "run"
-    args = ["--db", str(db), "run", "--suite", str(TASKS), "--model", MODEL, "--rounds", "2", "--concurrency", "2",
-            "--run-dir", str(run_dir), "--base-url", url]
+    args = [
+        "--db",
+        str(db),
+        "run",
+        "--suite",
+        str(TASKS),
+        "--model",
+        MODEL,
+        "--rounds",
+        "2",
+        "--concurrency",
+        "2",
+        "--run-dir",
+        str(run_dir),
+        "--base-url",
+        url,
+    ]
     result = CliRunner().invoke(cli, args, env=_env())
     assert result.exit_code == 0, result.output
     assert "2/2 solved (execution rate 100%)" in result.output
@@ -83,8 +107,7 @@ def test_run_command_solves_a_suite_concurrently_writes_the_report_and_refuses_c
     report = json.loads((run_dir / "report.json").read_text())
     assert report["metrics"]["execution_rate"] == 1.0 and report["run"]["concurrency"] == 2
     assert report["metrics"]["tokens_total"] == 2 * (1200 + 120 + 1500 + 5 + 1600 + 80)
-    for name in ("report.md", "plots/learning_curve.png", "plots/speedups.png", "candidates/row_sum.py",
-                 "transcripts/scale_shift.json"):
+    for name in ("report.md", "plots/learning_curve.png", "plots/speedups.png", "candidates/row_sum.py", "transcripts/scale_shift.json"):
         assert (run_dir / name).is_file(), name
     assert (run_dir / "plots" / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| execution rate (solved / finished) | 100.0% |" in (run_dir / "report.md").read_text()
@@ -102,6 +125,7 @@ def test_run_command_solves_a_suite_concurrently_writes_the_report_and_refuses_c
 
 
 def test_run_without_an_api_key_says_how_to_set_one(tmp_path):
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "run", "--suite", str(TASKS)],
-                                env=_env(ANTHROPIC_API_KEY=None, ANTHROPIC_AUTH_TOKEN=None))
+    result = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "m.db"), "run", "--suite", str(TASKS)], env=_env(ANTHROPIC_API_KEY=None, ANTHROPIC_AUTH_TOKEN=None)
+    )
     assert result.exit_code == 2 and "set ANTHROPIC_API_KEY" in result.output

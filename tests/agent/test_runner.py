@@ -18,8 +18,14 @@ from tests.agent.conftest import MODEL, TASKS, Replay, anthropic_llm, recording,
 
 def test_interrupted_run_resumes_without_repeating_finished_tasks(make_engine, tmp_path):
     engine = make_engine("atu")
-    settings = new_settings(suite=str(TASKS), tasks=[task_ref("scale_shift"), task_ref("row_sum")], model=MODEL,
-                            rounds=2, strategy="atu", db_path=str(engine.config.db_path))
+    settings = new_settings(
+        suite=str(TASKS),
+        tasks=[task_ref("scale_shift"), task_ref("row_sum")],
+        model=MODEL,
+        rounds=2,
+        strategy="atu",
+        db_path=str(engine.config.db_path),
+    )
     run_dir = tmp_path / "run"
     # The network goes down at the 4th request: the first of row_sum (scale_shift takes 3).
     first = Replay(recording("two_tasks"), fail_from=4)
@@ -46,8 +52,17 @@ def test_interrupted_run_resumes_without_repeating_finished_tasks(make_engine, t
 
 
 def _rec(task, seq, solved, speedup=None, first_ms=None, best_ms=None, tokens=1000, rounds=1):
-    return TaskRecord(task=task, finished_seq=seq, solved=solved, best_speedup=speedup, first_correct_ms=first_ms,
-                      best_ms=best_ms, input_tokens=tokens, rounds_used=rounds, first_correct_round=1 if solved else None)
+    return TaskRecord(
+        task=task,
+        finished_seq=seq,
+        solved=solved,
+        best_speedup=speedup,
+        first_correct_ms=first_ms,
+        best_ms=best_ms,
+        input_tokens=tokens,
+        rounds_used=rounds,
+        first_correct_round=1 if solved else None,
+    )
 
 
 def test_fast_1_divides_by_solved_tasks_and_fast_p_by_all_tasks():
@@ -76,8 +91,13 @@ def test_strategies_map_onto_the_engine_credit_rule_and_consolidation():
     base = Config(auto_consolidate_every=7)
     mapped = {name: strategy_config(base, get_strategy(name)) for name in STRATEGIES}
     assert {n: c.credit_strategy for n, c in mapped.items()} == {
-        "none": "atu", "retrieval": "adopted-only", "uniform": "uniform", "adopted-only": "adopted-only",
-        "atu": "atu", "atu+ugc": "atu"}
+        "none": "atu",
+        "retrieval": "adopted-only",
+        "uniform": "uniform",
+        "adopted-only": "adopted-only",
+        "atu": "atu",
+        "atu+ugc": "atu",
+    }
     assert [n for n, c in mapped.items() if c.auto_consolidate_every] == ["atu+ugc"]
     assert mapped["atu+ugc"].auto_consolidate_every == 7
     assert strategy_config(base, get_strategy("atu+ugc"), 3).auto_consolidate_every == 3

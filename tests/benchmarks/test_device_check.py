@@ -21,9 +21,14 @@ DOUBLES = ROOT / "tests" / "evaluation" / "backends" / "doubles"
 
 def run_check(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(DOUBLES / "cuda"), str(DOUBLES), str(ROOT)]))
-    return subprocess.run([sys.executable, "-m", "benchmarks.device_check", *args, "--out", str(tmp_path),
-                           "--scratch", str(tmp_path / "scratch")], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks.device_check", *args, "--out", str(tmp_path), "--scratch", str(tmp_path / "scratch")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow
@@ -49,7 +54,7 @@ def test_the_profile_stage_runs_through_the_double_and_reports_the_matmuls_work(
     assert rows["calibration"]["gbps_largest"] > 0 and rows["calibration"]["float32_tflops"] > 0
     cublas = rows["cublas matmul"]
     assert cublas["status"] == "correct", cublas
-    assert cublas["flops"] == 2 * 256 ** 3 and cublas["bytes"] == 3 * 256 * 256 * 4 and cublas["summary"]
+    assert cublas["flops"] == 2 * 256**3 and cublas["bytes"] == 3 * 256 * 256 * 4 and cublas["summary"]
     # The double runs torch ops on the CPU: no device kernels to name, said in a note, so the own-kernel goal is open.
     assert cublas["source"] == "cpu-ops" and cublas["own_kernels"] is None
     assert any("no device kernel" in note for note in cublas["notes"])

@@ -120,8 +120,14 @@ def test_same_world_seed_and_strategy_reproduce_the_same_run():
 
 @pytest.mark.slow  # four tiny runs through the real engine
 def test_with_a_perfectly_reliable_adopter_atu_ranks_no_worse_than_uniform_credit():
-    sim = TINY.replace(p_adopt_useful=1.0, p_adopt_misleading=0.0, p_adopt_irrelevant=0.0, p_wrong_lesson=0.0,
-                       first_kernel_sigma=0.0, round_noise_sigma=0.0)
+    sim = TINY.replace(
+        p_adopt_useful=1.0,
+        p_adopt_misleading=0.0,
+        p_adopt_irrelevant=0.0,
+        p_wrong_lesson=0.0,
+        first_kernel_sigma=0.0,
+        round_noise_sigma=0.0,
+    )
     atu = [summarize(run("atu", seed, sim), sim)["ndcg"] for seed in SEEDS]
     uniform = [summarize(run("uniform-pure", seed, sim), sim)["ndcg"] for seed in SEEDS]
     assert sum(atu) / len(atu) >= sum(uniform) / len(uniform)
@@ -200,7 +206,8 @@ def test_use_falls_with_rank_and_with_the_number_of_entries_shown():
 def test_irrelevant_context_lowers_success_only_where_the_world_charges_for_it():
     assert success_probability(2, 4, 0, 0, NOISY, 2000) < success_probability(2, 4, 0, 0, NOISY, 0)
     assert success_probability(2, 4, 0, 0, NOISY, 2000) == pytest.approx(
-        success_probability(2, 4, 0, 0, NOISY, 0) * math.exp(-NOISY.context_decay * 2))
+        success_probability(2, 4, 0, 0, NOISY, 0) * math.exp(-NOISY.context_decay * 2)
+    )
     assert success_probability(2, 4, 0, 0, EASY, 2000) == success_probability(2, 4, 0, 0, EASY, 0)
 
 

@@ -22,10 +22,16 @@ def test_a_candidate_named_on_the_command_line_is_benched_outside_the_working_di
     candidate.parent.mkdir()
     shutil.copy(SOLUTION, candidate)
     assert Path.cwd() not in candidate.parents
-    env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(tmp_path / "cache"), "SAGE_CORRECTNESS_TRIALS": "1",
-           "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "--json", "bench", str(candidate),
-                                      "--task", "leaky_relu"], env=env, catch_exceptions=False)
+    env = {
+        "SAGE_CANDIDATE_ROOTS": None,
+        "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+        "SAGE_CORRECTNESS_TRIALS": "1",
+        "SAGE_TIMING_BUDGET_S": "0.05",
+        "SAGE_TIMING_MIN_REPS": "3",
+    }
+    result = CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "m.db"), "--json", "bench", str(candidate), "--task", "leaky_relu"], env=env, catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["status"] == "correct"
     # A server's client naming the same file is still held to the roots.
@@ -37,10 +43,16 @@ def test_a_candidate_named_on_the_command_line_is_benched_outside_the_working_di
 def _bench(tmp_path: Path, calibration_dir: Path, *flags: str):
     from tests.support.engine import share_calibration
 
-    env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir)),
-           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
-    return CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "bench", str(SOLUTION), "--task", "leaky_relu",
-                                    *flags], env=env, catch_exceptions=False)
+    env = {
+        "SAGE_CANDIDATE_ROOTS": None,
+        "SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir)),
+        "SAGE_CORRECTNESS_TRIALS": "1",
+        "SAGE_TIMING_BUDGET_S": "0.05",
+        "SAGE_TIMING_MIN_REPS": "3",
+    }
+    return CliRunner().invoke(
+        cli, ["--db", str(tmp_path / "m.db"), "bench", str(SOLUTION), "--task", "leaky_relu", *flags], env=env, catch_exceptions=False
+    )
 
 
 def test_bench_with_profile_prints_where_the_time_goes(tmp_path, calibration_dir):
@@ -71,8 +83,7 @@ def test_backends_calibrate_prints_the_measured_limits(tmp_path, calibration_dir
     from tests.support.engine import share_calibration
 
     env = {"SAGE_CACHE_DIR": str(share_calibration(tmp_path / "cache", calibration_dir))}
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "backends", "calibrate"], env=env,
-                                catch_exceptions=False)
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "backends", "calibrate"], env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "bandwidth" in result.output and "256.0 MiB" in result.output and "float32" in result.output
     assert "one smallest op, back to back: " in result.output and "cache: " in result.output
@@ -92,7 +103,9 @@ def test_bench_plot_writes_the_results_roofline_and_a_png_of_it(tmp_path, calibr
     root = ET.fromstring(chart.read_text())
     assert root.get("data-mode") == "bandwidth"  # leaky_relu: no FLOP formula, bytes against the envelope
     assert {e.get("class") for e in root.iter("{http://www.w3.org/2000/svg}circle") if e.get("class")} == {
-        "point reference", "point candidate"}
+        "point reference",
+        "point candidate",
+    }
     if find_chromium() is None:
         require("chromium", "chromium is not installed (apt-get install -y chromium)")
     with Engine(Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache")) as engine:

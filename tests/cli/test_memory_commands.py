@@ -23,14 +23,29 @@ def test_init_imports_the_starter_memory_once(tmp_path):
 
 def test_add_list_show_edit_quarantine_delete_round_trip(tmp_path):
     db = tmp_path / "m.db"
-    added = json.loads(sage(db, "--json", "memory", "add", "--title", "Tile by 128", "--content", "-",
-                            "--tag", "matmul", input="Use 128x128 tiles for GEMM.\n").output)
+    added = json.loads(
+        sage(
+            db,
+            "--json",
+            "memory",
+            "add",
+            "--title",
+            "Tile by 128",
+            "--content",
+            "-",
+            "--tag",
+            "matmul",
+            input="Use 128x128 tiles for GEMM.\n",
+        ).output
+    )
     item_id = added["item"]["id"]
     listed = json.loads(sage(db, "memory", "list", "--json").output)
     assert [i["id"] for i in listed] == [item_id]
     shown = sage(db, "memory", "show", str(item_id))
     assert "Use 128x128 tiles" in shown.output
-    assert json.loads(sage(db, "--json", "memory", "edit", str(item_id), "--title", "Tile GEMM by 128").output)["title"] == "Tile GEMM by 128"
+    assert (
+        json.loads(sage(db, "--json", "memory", "edit", str(item_id), "--title", "Tile GEMM by 128").output)["title"] == "Tile GEMM by 128"
+    )
     assert json.loads(sage(db, "--json", "memory", "quarantine", str(item_id), "--reason", "wrong").output)["status"] == "quarantined"
     assert json.loads(sage(db, "--json", "memory", "quarantine", str(item_id), "--undo").output)["status"] == "active"
     assert json.loads(sage(db, "--json", "memory", "delete", str(item_id)).output)["status"] == "deleted"
@@ -108,8 +123,7 @@ def test_episodes_list_and_stats_count_the_episodes_closed_without_evidence(tmp_
     assert "in this memory, 2 of 3 closed episodes closed without evidence" in " ".join(listed.output.split())
     assert "no evidence" in listed.output and "next retrieval" in listed.output
     rows = json.loads(sage(db, "--json", "episodes", "list").output)
-    assert [(e["close_reason"], e["credited"]) for e in rows] == [("explicit", True), ("next_retrieval", False),
-                                                                  ("next_retrieval", False)]
+    assert [(e["close_reason"], e["credited"]) for e in rows] == [("explicit", True), ("next_retrieval", False), ("next_retrieval", False)]
     stats = json.loads(sage(db, "--json", "memory", "stats").output)
     assert stats["episodes_closed"] == 3 and stats["episodes_without_evidence"] == 2
     assert "closed without evidence" in sage(db, "memory", "stats").output

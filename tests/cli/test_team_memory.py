@@ -25,8 +25,12 @@ def populate(db: str) -> None:
             eng = eng.as_user(f"user{n % 2}")
             r = eng.retrieve("persistent grid loop over blocks", operator=op, client=op)
             res = eng.record_result(make_result("correct", 1.0, 1.5), episode_id=r.episode_id)
-            eng.record_adoption(r.episode_id, [Adoption(id=r.items[0].id, evidence="looped")], attempt_id=res.attempt_id,
-                                lesson=Lesson(title=f"{op} lesson", content=f"what {op} taught us about grids"))
+            eng.record_adoption(
+                r.episode_id,
+                [Adoption(id=r.items[0].id, evidence="looped")],
+                attempt_id=res.attempt_id,
+                lesson=Lesson(title=f"{op} lesson", content=f"what {op} taught us about grids"),
+            )
         eng.consolidate()
 
 

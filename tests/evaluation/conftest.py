@@ -12,6 +12,7 @@ import pytest
 from sage_engine.evaluation.harness import Harness
 from tests.evaluation.support import fast_config
 
+
 @pytest.fixture(scope="session")
 def eval_cache(tmp_path_factory) -> Path:
     """One cache for the session. Its C++ builds live in a folder kept across

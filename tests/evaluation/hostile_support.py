@@ -108,12 +108,14 @@ class Victim:
 
     def candidate(self, path: Path, pids: list[int]) -> str:
         paths = lambda items: ", ".join(repr(str(p)) for p in items)  # noqa: E731
-        return (path.read_text()
-                .replace("@DB_PATHS@", paths([self.db, self.side_db, self.db.with_name("memory.db-wal")]))
-                .replace("@SECRET_PATHS@", paths([self.home / "secret.txt"]))
-                .replace("@PORT@", str(self.listener.port))
-                .replace("@PIDS@", ", ".join(str(p) for p in pids))
-                .replace("@WRITE_PATHS@", paths([*self.task_files, self.other_build, self.db])))
+        return (
+            path.read_text()
+            .replace("@DB_PATHS@", paths([self.db, self.side_db, self.db.with_name("memory.db-wal")]))
+            .replace("@SECRET_PATHS@", paths([self.home / "secret.txt"]))
+            .replace("@PORT@", str(self.listener.port))
+            .replace("@PIDS@", ", ".join(str(p) for p in pids))
+            .replace("@WRITE_PATHS@", paths([*self.task_files, self.other_build, self.db]))
+        )
 
     def untouched(self) -> list[str]:
         """What changed that must not have (empty when everything held).

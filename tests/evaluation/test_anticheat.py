@@ -69,8 +69,7 @@ def test_a_locally_defined_class_named_model_is_not_the_reference():
         ("import torch\ntorch.load('out.pt')\n", "file-access"),
         ("import inspect\n", "introspection"),
         ("import sys\nm = sys.modules\n", "introspection"),
-        ("def f():\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_frame\n",
-         "introspection"),
+        ("def f():\n    try:\n        1 / 0\n    except Exception as e:\n        return e.__traceback__.tb_frame\n", "introspection"),
         ("import subprocess\n", "process"),
         ("import os\nos.system('cat ../reference.py')\n", "process"),
         ("import os\nos.kill(os.getppid(), 9)\n", "process"),
@@ -99,7 +98,9 @@ def test_syntax_errors_propagate_for_the_caller_to_report():
 
 
 def test_own_extension_function_named_like_the_op_is_allowed():
-    src = ("from torch.utils.cpp_extension import load_inline\n_ext = load_inline(name='e', cpp_sources='')\n"
-           "def forward(x):\n    return _ext.softmax(x)\n")
+    src = (
+        "from torch.utils.cpp_extension import load_inline\n_ext = load_inline(name='e', cpp_sources='')\n"
+        "def forward(x):\n    return _ext.softmax(x)\n"
+    )
     assert rules(src, forbid=["torch.softmax"]) == []
     assert rules("def forward(x):\n    return x.softmax(-1)\n", forbid=["torch.softmax"]) == ["forbidden-op"]

@@ -19,14 +19,14 @@ from sage_engine.evaluation.host.tasks import load_task
 
 from tests.evaluation.support import fast_config
 
-SOLUTION = Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "leaky_relu" / "solutions" / \
-    "cpu_clamp_parts.py"
+SOLUTION = Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "leaky_relu" / "solutions" / "cpu_clamp_parts.py"
 
 
 def sage(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "SAGE_CACHE_DIR": str(cache), "SAGE_DB": str(cache / "memory.db")}
-    return subprocess.run([str(Path(sys.executable).with_name("sage")), *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("sage")), *args], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def test_the_calibration_is_measured_once_and_reused_by_another_process(tmp_path):
@@ -68,9 +68,15 @@ def test_a_forced_or_unreadable_calibration_is_measured_again(tmp_path):
 
 def test_another_thread_count_torch_or_device_has_a_calibration_of_its_own(tmp_path):
     key = calibration.Key("cpu", "x86_64-avx2", 1, "2.13.0")
-    paths = {k.path(tmp_path) for k in (key, calibration.Key("cpu", "x86_64-avx2", 4, "2.13.0"),
-                                        calibration.Key("cpu", "x86_64-avx2", 1, "2.14.0"),
-                                        calibration.Key("cpu", "x86_64-avx512", 1, "2.13.0"))}
+    paths = {
+        k.path(tmp_path)
+        for k in (
+            key,
+            calibration.Key("cpu", "x86_64-avx2", 4, "2.13.0"),
+            calibration.Key("cpu", "x86_64-avx2", 1, "2.14.0"),
+            calibration.Key("cpu", "x86_64-avx512", 1, "2.13.0"),
+        )
+    }
     assert len(paths) == 4
 
 

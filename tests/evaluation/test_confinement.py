@@ -68,9 +68,13 @@ def test_hidden_folders_are_covered_and_only_what_is_needed_comes_back_read_only
     # the standard library stands in for a home holding SAGE's virtualenv.
     home = Path(os.__file__).parent
     venv, inner = home / "email", home / "email" / "mime"
-    layout = confine.Layout(hidden_dirs=(str(home), str(inner)), hidden_files=("/etc/hostname",),
-                            readable=(str(venv), str(home)), writable=((str(tmp_path), str(tmp_path)),),
-                            devices=("/dev/null",))
+    layout = confine.Layout(
+        hidden_dirs=(str(home), str(inner)),
+        hidden_files=("/etc/hostname",),
+        readable=(str(venv), str(home)),
+        writable=((str(tmp_path), str(tmp_path)),),
+        devices=("/dev/null",),
+    )
     argv = confine.bwrap_argv("bwrap", layout, ["python", "-V"])
     pairs = list(zip(argv, argv[1:]))
     at = {pair: i for i, pair in enumerate(pairs)}
@@ -130,8 +134,14 @@ def test_bubblewrap_failing_at_run_time_is_a_sandbox_error_with_its_message(harn
     request = backend.build_request(RELU, GOOD, 1)
     # A device node the backend would need but this host lacks: bubblewrap refuses to start.
     outcome = harness.pool.run(request, Launch(devices=("/dev/sage-no-such-device",)), lambda event: None)
-    result = results.from_outcome(outcome, base=backend.base_fields(RELU, GOOD), timeout_s=60.0, max_tasks=MAX_TASKS,
-                                  timing_representative=True, suspicious_speedup=harness.config.suspicious_speedup)
+    result = results.from_outcome(
+        outcome,
+        base=backend.base_fields(RELU, GOOD),
+        timeout_s=60.0,
+        max_tasks=MAX_TASKS,
+        timing_representative=True,
+        suspicious_speedup=harness.config.suspicious_speedup,
+    )
     assert result.status == "sandbox_error" and not result.correct
     assert "bwrap:" in result.message and "sage-no-such-device" in result.message
     assert harness.evaluate(RELU, GOOD).status == "correct"  # never run unconfined instead, and nothing broke
@@ -166,8 +176,14 @@ def test_a_virtualenv_reached_through_a_symlink_under_tmp_evaluates_in_the_sandb
         outcome = harness.pool.run(backend.build_request(RELU, GOOD, 1), Launch(python=str(python)), lambda event: None)
     finally:
         shutil.rmtree(links)
-    result = results.from_outcome(outcome, base=backend.base_fields(RELU, GOOD), timeout_s=60.0, max_tasks=MAX_TASKS,
-                                  timing_representative=True, suspicious_speedup=harness.config.suspicious_speedup)
+    result = results.from_outcome(
+        outcome,
+        base=backend.base_fields(RELU, GOOD),
+        timeout_s=60.0,
+        max_tasks=MAX_TASKS,
+        timing_representative=True,
+        suspicious_speedup=harness.config.suspicious_speedup,
+    )
     assert result.status == "correct", result.message
 
 
@@ -180,8 +196,8 @@ def _start_hung(harness: Harness) -> tuple[threading.Thread, threading.Event, di
     def run() -> None:
         try:
             outcome["result"] = harness.evaluate(
-                RELU, HUNG, cancel=cancel, progress=lambda done, total, message: message.startswith("checking")
-                and running.set())
+                RELU, HUNG, cancel=cancel, progress=lambda done, total, message: message.startswith("checking") and running.set()
+            )
         except Cancelled as exc:
             outcome["cancelled"] = (time.monotonic(), exc)
 
@@ -242,8 +258,13 @@ def test_a_hung_evaluation_holds_up_only_its_own_caller(eval_cache):
         try:
             t0 = time.monotonic()
             started: list[float] = []
-            result = harness.evaluate(RELU, GOOD, progress=lambda done, total, message: (
-                message == "loading candidate" and not started and started.append(time.monotonic() - t0)))
+            result = harness.evaluate(
+                RELU,
+                GOOD,
+                progress=lambda done, total, message: (
+                    message == "loading candidate" and not started and started.append(time.monotonic() - t0)
+                ),
+            )
             print(f"second caller started after {started[0] * 1000:.0f} ms, done after {time.monotonic() - t0:.2f} s")
             assert result.status == "correct" and started[0] < SECOND_START_LIMIT_S
             assert "result" not in outcome and thread.is_alive()

@@ -85,8 +85,7 @@ def test_outputs_far_under_atol_are_compared_relative_to_their_scale():
     assert compare_outputs([ref], [zeros], mode="kernelbench").ok  # the plain tolerance lets zeros through
     judged = compare_outputs([ref], [zeros], mode="kernelbench", small_output_factor=10.0)
     assert not judged.ok and "relative to the output's scale" in judged.message
-    assert not compare_outputs([ref], [torch.full_like(ref, 1 / 393216)], mode="kernelbench",
-                               small_output_factor=10.0).ok
+    assert not compare_outputs([ref], [torch.full_like(ref, 1 / 393216)], mode="kernelbench", small_output_factor=10.0).ok
     close = compare_outputs([ref], [ref * (1 + 1e-6)], mode="kernelbench", small_output_factor=10.0)
     assert close.ok and close.scale == pytest.approx(float(ref.max())) and close.atol == pytest.approx(1e-4 * close.scale)
     npu = compare_outputs([ref], [zeros], mode="npukernelbench", small_output_factor=10.0)
@@ -128,10 +127,10 @@ def _flash_attention(q, k, v, block=16):
     total, out = torch.zeros_like(top), torch.zeros_like(q)
     rows = torch.arange(n).unsqueeze(1)
     for j in range(0, n, block):
-        s = (qs @ k[..., j:j + block, :].transpose(-1, -2)).masked_fill(rows < torch.arange(j, j + block), float("-inf"))
+        s = (qs @ k[..., j : j + block, :].transpose(-1, -2)).masked_fill(rows < torch.arange(j, j + block), float("-inf"))
         new = torch.maximum(top, s.amax(-1, keepdim=True))
         p, alpha = torch.exp2(s - new), torch.exp2(top - new)
-        total, out, top = total * alpha + p.sum(-1, keepdim=True), out * alpha + p @ v[..., j:j + block, :], new
+        total, out, top = total * alpha + p.sum(-1, keepdim=True), out * alpha + p @ v[..., j : j + block, :], new
     return out / total
 
 

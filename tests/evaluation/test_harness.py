@@ -82,8 +82,10 @@ def test_exception_in_forward_is_a_runtime_error_at_the_candidate_line(harness):
 
 
 def test_exception_in_the_constructor_is_a_runtime_error(harness):
-    source = ("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
-              "        super().__init__()\n        raise ValueError('bad init')\n")
+    source = (
+        "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        raise ValueError('bad init')\n"
+    )
     result = harness.evaluate(fixture_task("relu"), source)
     assert result.status == "runtime_error" and result.diagnostics[0].line == 6
 
@@ -126,16 +128,20 @@ def assert_own_candidate_is_correct(harness, reference: str):
     return result
 
 
-@pytest.mark.parametrize("args,forward,inputs", [
-    pytest.param("x", "return x.mul_(2.0)", "[torch.randn(n)]", id="returns-its-updated-input"),
-    pytest.param("xs", "return torch.cat([g.mul_(2.0) for g in xs])", "[[torch.randn(n), torch.randn(n)]]",
-                 id="updates-tensors-inside-a-list"),
-    # As NPUKernelBench's tril draws its `diagonal` with the tensor.
-    pytest.param("x, k", "return x + k", "[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]",
-                 id="a-number-drawn-with-the-inputs"),
-    pytest.param("xs", "return xs[0] + xs[1]", "[[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]]",
-                 id="a-number-drawn-inside-a-list"),
-])
+@pytest.mark.parametrize(
+    "args,forward,inputs",
+    [
+        pytest.param("x", "return x.mul_(2.0)", "[torch.randn(n)]", id="returns-its-updated-input"),
+        pytest.param(
+            "xs", "return torch.cat([g.mul_(2.0) for g in xs])", "[[torch.randn(n), torch.randn(n)]]", id="updates-tensors-inside-a-list"
+        ),
+        # As NPUKernelBench's tril draws its `diagonal` with the tensor.
+        pytest.param("x, k", "return x + k", "[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]", id="a-number-drawn-with-the-inputs"),
+        pytest.param(
+            "xs", "return xs[0] + xs[1]", "[[torch.randn(n), int(torch.randint(0, 10**6, (1,)))]]", id="a-number-drawn-inside-a-list"
+        ),
+    ],
+)
 def test_the_reference_as_its_own_candidate_passes_the_fresh_input_check(harness, args, forward, inputs):
     """Timing calls it many times on the same inputs, then once on fresh ones:
     the check must see the first call on the fresh values, numbers included,
@@ -163,9 +169,11 @@ def test_sparse_inputs_are_checked_for_changes_without_being_made_dense(harness)
     # As NPUKernelBench's coalesce_sparse.
     task = load_task(SPARSE_REFERENCE)
     assert_own_candidate_is_correct(harness, SPARSE_REFERENCE)
-    scales_input = ("import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
-                    "    def forward(self, s):\n        c = s.coalesce()\n        out = [c.indices().t(), c.values().clone()]\n"
-                    "        s._values().mul_(2.0)\n        return out\n")
+    scales_input = (
+        "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+        "    def forward(self, s):\n        c = s.coalesce()\n        out = [c.indices().t(), c.values().clone()]\n"
+        "        s._values().mul_(2.0)\n        return out\n"
+    )
     result = harness.evaluate(task, scales_input)
     assert result.status == "rejected" and "modifies input 0 in place" in result.message, result.message
 

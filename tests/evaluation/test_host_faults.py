@@ -160,8 +160,9 @@ def test_a_full_queue_answers_busy_at_once_and_runs_nothing(tmp_path):
     task = load_task(str(RELU))
     with Harness(config) as harness:
         results: list = []
-        threads = [threading.Thread(target=lambda: results.append(harness.evaluate(task, SLOW, trials=1)))
-                   for _ in range(2)]  # one running, one waiting: the queue is full
+        threads = [
+            threading.Thread(target=lambda: results.append(harness.evaluate(task, SLOW, trials=1))) for _ in range(2)
+        ]  # one running, one waiting: the queue is full
         for t in threads:
             t.start()
         deadline = time.monotonic() + 30
@@ -185,8 +186,10 @@ def small_scratch(tmp_path, monkeypatch):
 
     where = tmp_path / "scratch"
     where.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(where)], capture_output=True).returncode != 0
+    ):
         pytest.skip("needs root to mount a small tmpfs")
     monkeypatch.setattr(tempfile, "tempdir", str(where))
     yield where

@@ -32,8 +32,7 @@ def world(tmp_path_factory):
     cache = root / "cache"
     victim = Victim.create(root, cache)
     victim.saved[victim.db] = victim.db.read_bytes()  # the harness never writes the memory
-    config = fast_config(cache, db_path=victim.db, home_dir=str(victim.home), correctness_trials=2,
-                         eval_timeout_s=60.0)
+    config = fast_config(cache, db_path=victim.db, home_dir=str(victim.home), correctness_trials=2, eval_timeout_s=60.0)
     harness = Harness(config)
     if not harness.confinement.confined:
         harness.close()
@@ -46,9 +45,18 @@ def world(tmp_path_factory):
 
 def test_the_hostile_folder_covers_each_attack():
     assert {p.stem for p in CANDIDATES} >= {
-        "deletes_memory", "reads_home_secret", "connects_loopback", "kills_supervisor", "poisons_reference",
-        "returns_tensor_subclass", "patches_torch", "works_after_returning", "caches_across_calls",
-        "stops_reference", "slows_reference"}
+        "deletes_memory",
+        "reads_home_secret",
+        "connects_loopback",
+        "kills_supervisor",
+        "poisons_reference",
+        "returns_tensor_subclass",
+        "patches_torch",
+        "works_after_returning",
+        "caches_across_calls",
+        "stops_reference",
+        "slows_reference",
+    }
 
 
 @pytest.mark.parametrize("path", CANDIDATES, ids=lambda p: p.stem)

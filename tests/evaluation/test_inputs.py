@@ -11,7 +11,7 @@ from sage_engine.evaluation.host.tasks import load_task
 
 TRIALS = 2
 ROWS, COLS = 1024, 1024  # 4 MiB of float32: a pipe copy would show
-TASK = f'''import torch
+TASK = f"""import torch
 import torch.nn as nn
 
 
@@ -26,18 +26,18 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-RELU = '''import torch
+"""
+RELU = """import torch
 import torch.nn as nn
 
 
 class ModelNew(nn.Module):
     def forward(self, x):
         return x.clamp(min=0)
-'''
+"""
 # In place, and with its own process's reports of changed and aliased inputs
 # silenced, by names no static check knows.
-RELU_IN_PLACE_QUIETLY = '''import sys as _s
+RELU_IN_PLACE_QUIETLY = """import sys as _s
 
 import torch
 import torch.nn as nn
@@ -50,7 +50,7 @@ setattr(_checks, "ali" + "ased", lambda outputs, inputs: [])
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.relu_(x)
-'''
+"""
 
 
 @pytest.fixture(scope="module")

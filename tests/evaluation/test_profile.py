@@ -17,7 +17,7 @@ from sage_engine.evaluation.host.tasks import load_task
 from tests.evaluation.support import as_own_candidate, fast_config
 
 SUITE = Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks"
-TINY = '''
+TINY = """
 import torch
 import torch.nn as nn
 
@@ -33,7 +33,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def bundled(task_id: str, solution: str):
@@ -72,7 +72,7 @@ def test_a_matmul_reports_its_flops_and_is_compute_bound(harness):
     result = harness.evaluate(task, source)
     assert result.status == "correct", result.message
     p = result.profile
-    assert p.flops == 2 * 512 ** 3  # the timed 512 x 512 x 512 case, by torch's formula
+    assert p.flops == 2 * 512**3  # the timed 512 x 512 x 512 case, by torch's formula
     assert p.peak_flops and p.reference.achieved_flops > 0 and p.candidate.achieved_flops > 0
     assert p.reference.bound == p.candidate.bound == "compute"
     assert p.summary.startswith("compute-bound at ") and "GFLOP/s" in p.summary
@@ -97,20 +97,26 @@ def test_a_candidate_whose_time_is_impossible_is_flagged_by_the_bandwidth_check(
     timing = outcome.report.timing
     # The candidate's measured median, made a thousand times shorter than it was.
     timing.candidate = dataclasses.replace(timing.candidate, median_ms=timing.candidate.median_ms / 1000)
-    result = results.from_outcome(outcome, base=backend.base_fields(task, source), timeout_s=60, max_tasks=128,
-                                  timing_representative=True, suspicious_speedup=1e9, limits=backend.calibration(),
-                                  rules=roofline.Rules())
+    result = results.from_outcome(
+        outcome,
+        base=backend.base_fields(task, source),
+        timeout_s=60,
+        max_tasks=128,
+        timing_representative=True,
+        suspicious_speedup=1e9,
+        limits=backend.calibration(),
+        rules=roofline.Rules(),
+    )
     p = result.profile
     assert p.candidate.bandwidth_share > 1.1 >= p.reference.bandwidth_share
     assert p.impossible and "GB/s" in p.impossible and "cannot have read every input byte" in p.impossible
     assert result.suspicious_speedup  # flagged although the speedup is below suspicious_speedup
-    assert any(d.severity == "warning" and d.message.startswith("physically impossible time")
-               for d in result.diagnostics)
+    assert any(d.severity == "warning" and d.message.startswith("physically impossible time") for d in result.diagnostics)
     assert p.summary.startswith("impossible: ")
 
 
 def test_a_candidate_that_fails_only_while_profiled_keeps_its_result(harness):
-    source = '''
+    source = """
 import torch
 import torch.nn as nn
 
@@ -120,7 +126,7 @@ class ModelNew(nn.Module):
         if torch.autograd._profiler_enabled():
             raise RuntimeError("not while profiled")
         return torch.clamp(x, min=0)
-'''
+"""
     task = load_task(str(Path(__file__).parent / "fixtures" / "tasks" / "relu"))
     result = harness.evaluate(task, source)
     assert result.status == "correct" and result.speedup, result.message

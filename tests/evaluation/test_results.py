@@ -14,8 +14,15 @@ BASE = {"task": "t", "backend": "cpu", "hardware": "x86_64-avx2", "candidate_has
 
 
 def status_of(outcome: Outcome) -> tuple[str, str]:
-    result = from_outcome(outcome, base=BASE, timeout_s=5, max_tasks=128, timing_representative=True,
-                          suspicious_speedup=20.0, last_progress="checking case 1/1")
+    result = from_outcome(
+        outcome,
+        base=BASE,
+        timeout_s=5,
+        max_tasks=128,
+        timing_representative=True,
+        suspicious_speedup=20.0,
+        last_progress="checking case 1/1",
+    )
     return result.status, result.message
 
 

@@ -88,8 +88,11 @@ def _is_worker(pid: int) -> bool:
 def _evaluation_processes(worker_launch: int) -> list[int]:
     """What evaluations started below a worker (its own sandbox processes excluded)."""
     table = processes.proc_table()
-    workers = [p for p in [worker_launch, *_live_descendants(worker_launch)]
-               if _is_worker(p) and not _is_worker(table[p].ppid if p in table else 0)]
+    workers = [
+        p
+        for p in [worker_launch, *_live_descendants(worker_launch)]
+        if _is_worker(p) and not _is_worker(table[p].ppid if p in table else 0)
+    ]
     return [p for w in workers for p in _live_descendants(w)]
 
 
@@ -113,8 +116,7 @@ def test_fork_bomb_is_contained_by_the_process_watch_alone(eval_cache, relu, mon
     monkeypatch.setattr(cgroups.PidsCgroup, "create", classmethod(lambda cls, max_tasks: None))
     with Harness(fast_config(eval_cache, warm_pool=False, eval_timeout_s=30.0)) as cold:
         start = time.monotonic()
-        result = cold.evaluate(relu, body("while True:", "    try:", "        os.fork()",
-                                          "    except OSError:", "        pass"))
+        result = cold.evaluate(relu, body("while True:", "    try:", "        os.fork()", "    except OSError:", "        pass"))
         assert result.status == "crashed" and "processes" in result.message, result.message
         assert time.monotonic() - start < 30
 
@@ -231,13 +233,15 @@ def test_a_killed_builds_lock_is_neither_cached_nor_staged_and_goes_stale(tmp_pa
 def _task_with_helpers(folder: Path, scale: float) -> Path:
     (folder / "lib" / "helpers").mkdir(parents=True)
     (folder / "lib" / "helpers" / "__init__.py").write_text(f"SCALE = {scale}\n")
-    (folder / "task.json").write_text('{"name": "Scale", "operator": "scale", "family": "elementwise", "level": 1, '
-                                       '"import_roots": ["lib"]}')
+    (folder / "task.json").write_text(
+        '{"name": "Scale", "operator": "scale", "family": "elementwise", "level": 1, "import_roots": ["lib"]}'
+    )
     (folder / "reference.py").write_text(
         "import sys\nSAGE_IMPORT_ROOTS = []\nsys.path[:0] = SAGE_IMPORT_ROOTS\n\n"
         "import torch\nimport torch.nn as nn\nfrom helpers import SCALE\n\n\n"
         "class Model(nn.Module):\n    def forward(self, x):\n        return x * SCALE\n\n\n"
-        "def get_inputs():\n    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n")
+        "def get_inputs():\n    return [torch.randn(64)]\n\n\ndef get_init_inputs():\n    return []\n"
+    )
     return folder
 
 

@@ -14,9 +14,9 @@ from sage_engine.evaluation.host.tasks import default_suite_dir, list_suite, loa
 from tests.evaluation.support import FIXTURE_TASKS, as_own_candidate
 
 SUITE = default_suite_dir()
-SOLUTIONS = sorted(
-    p for pattern in ("*/solutions/cpu_*.py", "*/solutions/triton_*.py") for p in SUITE.glob(pattern)
-) if SUITE.is_dir() else []
+SOLUTIONS = (
+    sorted(p for pattern in ("*/solutions/cpu_*.py", "*/solutions/triton_*.py") for p in SUITE.glob(pattern)) if SUITE.is_dir() else []
+)
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,7 @@ from tests.evaluation.support import FIXTURE_TASKS
 
 def test_task_directory_loads_metadata_cases_and_examples():
     task = load_task(str(FIXTURE_TASKS / "row_softmax"))
-    assert (task.id, task.operator, task.family, task.level, task.seed) == (
-        "row_softmax", "softmax", "softmax", 1, 7)
+    assert (task.id, task.operator, task.family, task.level, task.seed) == ("row_softmax", "softmax", "softmax", 1, 7)
     assert task.cases[0] == {"batch_size": 8, "dim": 1024, "dtype": "float16"}
     assert "F.softmax" in task.forbid
     assert "cpu_stable" in task.examples and task.examples["cpu_stable"].is_file()

@@ -29,8 +29,7 @@ def test_budget_stops_after_min_reps_once_spent():
         now[0] += 0.5  # every read of the clock moves time on by half a second
         return now[0]
 
-    ref_s, _ = measure_alternating(lambda: None, lambda: None, warmup=0, min_reps=3, max_reps=1000,
-                                   budget_s=0.1, clock=clock)
+    ref_s, _ = measure_alternating(lambda: None, lambda: None, warmup=0, min_reps=3, max_reps=1000, budget_s=0.1, clock=clock)
     assert len(ref_s) == 3
 
 
@@ -116,7 +115,7 @@ def test_device_timer_records_around_each_call_without_synchronising_inside():
     device.log.clear()
     seconds = timer(lambda i: device.work(1e-3), 3)
     assert seconds == pytest.approx(1e-3)  # the device's work alone: no round trip, no end-event launch
-    timed = device.log[:device.log.index("event-sync")]
+    timed = device.log[: device.log.index("event-sync")]
     assert timed == ["flush", "record", "call", "record"] * 3
     assert device.log.count("device-sync") == 1  # once, after the last end event: the leftover check
     assert timer.leftover_seen == 0 and not timer.all_streams
@@ -140,7 +139,7 @@ def test_device_timer_puts_short_calls_several_to_an_event_pair():
     timer(lambda i: device.work(10e-6), 1)  # the first call tells how short they are
     device.log.clear()
     assert timer(lambda i: device.work(10e-6), 10) == pytest.approx(10e-6)
-    timed = device.log[:device.log.index("event-sync")]
+    timed = device.log[: device.log.index("event-sync")]
     assert timed.count("record") == 4 and timed.count("flush") == 2 and timed.count("call") == 10
 
 
@@ -184,5 +183,5 @@ def test_the_device_timer_gives_each_call_its_own_pair_when_inputs_change_betwee
 
     seconds = timer(lambda i: device.work(10e-6), 3, before)
     assert seconds == pytest.approx(10e-6)
-    timed = device.log[:device.log.index("event-sync")]
+    timed = device.log[: device.log.index("event-sync")]
     assert timed == ["churn", "flush", "record", "call", "record"] * 3

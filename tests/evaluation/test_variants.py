@@ -5,9 +5,11 @@ from __future__ import annotations
 from sage_engine.evaluation.host.variants import odd_size, small_size, variants_for
 from sage_engine.evaluation.host.tasks import load_task
 
-REFERENCE = ("import torch\nimport torch.nn as nn\n\nbatch_size = 16\ndim = 393216\ninput_shape = (3, 240, 240)\n"
-             "kernel_size = 32\nblock_size = 64\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
-             "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n\ndef get_init_inputs():\n    return []\n")
+REFERENCE = (
+    "import torch\nimport torch.nn as nn\n\nbatch_size = 16\ndim = 393216\ninput_shape = (3, 240, 240)\n"
+    "kernel_size = 32\nblock_size = 64\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n\n"
+    "def get_inputs():\n    return [torch.randn(batch_size, dim)]\n\ndef get_init_inputs():\n    return []\n"
+)
 
 
 def test_odd_sizes_are_odd_never_a_power_of_two_and_small_sizes_stay_tile_sized():
@@ -35,7 +37,6 @@ def test_alternatives_vary_each_group_of_equal_sizes_alone():
 
 
 def test_a_task_with_case_rows_varies_the_first_row():
-    task = load_task(REFERENCE.replace("\nclass Model", "\nSAGE_TASK = {'cases': [{'batch_size': 32, 'dim': 1024}]}\n"
-                                       "\nclass Model"))
+    task = load_task(REFERENCE.replace("\nclass Model", "\nSAGE_TASK = {'cases': [{'batch_size': 32, 'dim': 1024}]}\n\nclass Model"))
     odd = variants_for(task, 0.0)[0].rows[0]
     assert odd["batch_size"] == 17 and odd["dim"] == 513 and odd["input_shape"] == [3, 121, 121]

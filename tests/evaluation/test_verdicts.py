@@ -22,8 +22,10 @@ def test_zeros_where_every_output_is_under_atol_are_incorrect(harness):
 
 def test_a_correct_long_row_softmax_passes_and_says_its_outputs_were_compared_to_their_scale(harness):
     task = fixture_task("long_softmax")
-    candidate = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-                 "        e = torch.exp(x - x.amax(dim=1, keepdim=True))\n        return e / e.sum(dim=1, keepdim=True)\n")
+    candidate = (
+        "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        e = torch.exp(x - x.amax(dim=1, keepdim=True))\n        return e / e.sum(dim=1, keepdim=True)\n"
+    )
     result = harness.evaluate(task, candidate)
     assert result.status == "correct", result.message
     notes = [d.message for d in result.diagnostics if d.category == "tolerance"]
@@ -45,8 +47,10 @@ def test_a_kernel_that_assumes_its_row_length_is_incorrect_and_the_message_names
 
 
 def test_a_kernel_that_fails_to_run_at_other_sizes_is_incorrect_naming_them(harness):
-    candidate = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-                 "        return torch.softmax(x.view(2, 393216), dim=1)\n")
+    candidate = (
+        "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return torch.softmax(x.view(2, 393216), dim=1)\n"
+    )
     result = harness.evaluate(fixture_task("long_softmax"), candidate)
     assert result.status == "incorrect", result.message
     assert result.message.startswith("correct at [2, 393216], fails at") and "RuntimeError" in result.message
@@ -57,7 +61,8 @@ def test_variants_the_reference_cannot_run_are_dropped_and_listed(harness):
         "import torch\nimport torch.nn as nn\n\nrows = 48\nwidth = 1024\n\nclass Model(nn.Module):\n"
         "    def forward(self, x):\n        assert x.shape[1] % 64 == 0, 'width must be a multiple of 64'\n"
         "        return x.view(x.shape[0], -1, 64).sum(-1)\n\n"
-        "def get_inputs():\n    return [torch.randn(rows, width)]\n\ndef get_init_inputs():\n    return []\n")
+        "def get_inputs():\n    return [torch.randn(rows, width)]\n\ndef get_init_inputs():\n    return []\n"
+    )
     task = load_task(reference)
     result = harness.evaluate(task, as_own_candidate(task))
     assert result.status == "correct", result.message
@@ -81,8 +86,10 @@ def test_variants_the_reference_cannot_run_are_dropped_and_listed(harness):
 def test_a_softmax_that_does_not_subtract_the_row_maximum_fails_at_large_values(harness):
     # Right at ordinary magnitudes; exp overflows once the inputs are x100,
     # which no tolerance forgives.
-    candidate = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
-                 "        e = torch.exp(x)\n        return e / e.sum(-1, keepdim=True)\n")
+    candidate = (
+        "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        e = torch.exp(x)\n        return e / e.sum(-1, keepdim=True)\n"
+    )
     result = harness.evaluate(fixture_task("row_softmax"), candidate)
     assert result.status == "incorrect", result.message
     assert "(large values)" in result.message and "non-finite" in result.message
@@ -95,7 +102,8 @@ def test_a_kernel_right_only_for_the_documented_seeds_fails(harness):
         "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n"
         "        for seed in range(1024, 1034):\n            torch.random.default_generator.manual_seed(seed)\n"
         "            if torch.equal(torch.randn(a.shape), a):\n                return torch.matmul(a, b)\n"
-        "        return torch.zeros(a.shape[0], b.shape[1])\n")
+        "        return torch.zeros(a.shape[0], b.shape[1])\n"
+    )
     result = harness.evaluate(fixture_task("matmul"), candidate)
     assert result.status == "incorrect", result.message
 
@@ -114,17 +122,16 @@ def test_a_speedup_past_the_threshold_is_trusted_where_the_profile_shows_every_b
     reference = (
         "import torch\nimport torch.nn as nn\n\nN = 384\nM = 384\n\nclass Model(nn.Module):\n"
         "    def forward(self, a, b):\n        return torch.diag(a) @ b\n\n"
-        "def get_inputs():\n    return [torch.randn(N), torch.randn(N, M)]\n\ndef get_init_inputs():\n    return []\n")
-    candidate = ("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n"
-                 "        return a.unsqueeze(1) * b\n")
+        "def get_inputs():\n    return [torch.randn(N), torch.randn(N, M)]\n\ndef get_init_inputs():\n    return []\n"
+    )
+    candidate = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n        return a.unsqueeze(1) * b\n"
     task = load_task(reference)
     result = harness.evaluate(task, candidate)
     assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup, result.speedup
     assert result.speedup_trusted is True and result.speedup_note is None
     assert result.profile.impossible is None
     # Said as fewer FLOPs, unless this machine's calibration (a busy moment) reads lower than the reference now runs.
-    assert result.profile.fewer_flops or any("reference itself exceeds the measured matmul peak" in n
-                                             for n in result.profile.notes)
+    assert result.profile.fewer_flops or any("reference itself exceeds the measured matmul peak" in n for n in result.profile.notes)
     with Harness(fast_config(eval_cache, profile=False)) as unprofiled:
         result = unprofiled.evaluate(task, candidate)
     assert result.status == "correct" and result.speedup_trusted is False
@@ -135,13 +142,15 @@ def test_a_full_hash_memo_gets_no_speedup_from_values_that_repeat(harness):
     reference = (
         "import torch\nimport torch.nn as nn\n\nN = 512\n\nclass Model(nn.Module):\n"
         "    def forward(self, a, b):\n        return torch.matmul(a, b)\n\n"
-        "def get_inputs():\n    return [torch.randn(N, N), torch.randn(N, N)]\n\ndef get_init_inputs():\n    return []\n")
+        "def get_inputs():\n    return [torch.randn(N, N), torch.randn(N, N)]\n\ndef get_init_inputs():\n    return []\n"
+    )
     candidate = (
         "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
         "        super().__init__()\n        self.memo = {}\n\n    def forward(self, a, b):\n"
         "        key = hash(a.numpy().tobytes()) ^ hash(b.numpy().tobytes())\n"
         "        if key not in self.memo:\n            self.memo[key] = torch.matmul(a, b)\n"
-        "        return self.memo[key].clone()\n")
+        "        return self.memo[key].clone()\n"
+    )
     result = harness.evaluate(load_task(reference), candidate)
     assert result.status == "correct", result.message
     # Every timed call sees values no call saw before: the memo never answers.
@@ -155,7 +164,8 @@ def test_a_reference_that_fails_is_the_tasks_error_not_the_candidates(harness):
         "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
         "        return torch.nn.functional.avg_pool3d(x, 2)\n\n"
         "def get_inputs():\n    return [torch.randn(1, 2, 8, 8, 8, dtype=torch.bfloat16)]\n\n"
-        "def get_init_inputs():\n    return []\n")
+        "def get_init_inputs():\n    return []\n"
+    )
     task = load_task(reference)
     result = harness.evaluate(task, as_own_candidate(task))
     assert result.status == "task_error", result.message
@@ -169,20 +179,30 @@ def test_a_correct_kernel_that_runs_long_in_the_interpreter_is_correct_not_a_tim
     reference = (
         "import torch\nimport torch.nn as nn\n\nn = 64000\n\nclass Model(nn.Module):\n"
         "    def forward(self, x):\n        return x * 2.0\n\n"
-        "def get_inputs():\n    return [torch.randn(n)]\n\ndef get_init_inputs():\n    return []\n")
+        "def get_inputs():\n    return [torch.randn(n)]\n\ndef get_init_inputs():\n    return []\n"
+    )
     candidate = (
         "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n\n@triton.jit\n"
         "def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
         "    mask = offs < n\n    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2.0, mask=mask)\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        y = torch.empty_like(x)\n"
-        "        double[(triton.cdiv(x.numel(), 32),)](x, y, x.numel(), BLOCK=32)\n        return y\n")
-    config = fast_config(eval_cache, eval_timeout_s=40.0, timing_min_reps=10, timing_warmup=3, correctness_trials=1,
-                         shape_variants=False, unrepresentative_timing_s=4.0)
+        "        double[(triton.cdiv(x.numel(), 32),)](x, y, x.numel(), BLOCK=32)\n        return y\n"
+    )
+    config = fast_config(
+        eval_cache,
+        eval_timeout_s=40.0,
+        timing_min_reps=10,
+        timing_warmup=3,
+        correctness_trials=1,
+        shape_variants=False,
+        unrepresentative_timing_s=4.0,
+    )
     with Harness(config) as h:
         result = h.evaluate(load_task(reference), candidate, backend="triton")
     assert result.status == "correct", result.message
-    assert any(d.category == "timing" and d.message.startswith(("timing skipped", "timing incomplete"))
-               for d in result.diagnostics), result.diagnostics
+    assert any(d.category == "timing" and d.message.startswith(("timing skipped", "timing incomplete")) for d in result.diagnostics), (
+        result.diagnostics
+    )
 
 
 def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_clocks(harness):
@@ -192,7 +212,8 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
         "clock = sys.__dict__['mod' + 'ules']['sage_engine.evaluation.common.timing']\n"
         "real = time.perf_counter\nclock._perf = lambda: real() * 0.5\n\n"
-        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n")
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
+    )
     result = harness.evaluate(fixture_task("matmul"), candidate)
     assert result.status == "rejected", result.message
     assert "misreported how long its calls took" in result.message and "more CPU" in result.message

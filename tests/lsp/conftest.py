@@ -33,8 +33,7 @@ def _client_factory(ws: Workspace):
     def make() -> LanguageClient:
         client = LanguageClient(converter_factory=default_converter)
         # pytest-lsp's own handlers, except configuration: answered below, and recorded.
-        register_lsp_features(client, {k: v for k, v in DEFAULT_CLIENT_FEATURES.items()
-                                       if k != types.WORKSPACE_CONFIGURATION})
+        register_lsp_features(client, {k: v for k, v in DEFAULT_CLIENT_FEATURES.items() if k != types.WORKSPACE_CONFIGURATION})
 
         @client.feature(types.WORKSPACE_CONFIGURATION)
         def configuration(ls: LanguageClient, params: types.ConfigurationParams) -> list:
@@ -68,11 +67,17 @@ async def start_lsp(workspace: Workspace):
     started is shut down and stopped at teardown."""
     started: list[LanguageClient] = []
 
-    async def start(capabilities: str = "visual-studio-code", *, init_options=None, env=None,
-                    poll: float = 0.2, configuration=None, command: list[str] | None = None) -> LanguageClient:
+    async def start(
+        capabilities: str = "visual-studio-code",
+        *,
+        init_options=None,
+        env=None,
+        poll: float = 0.2,
+        configuration=None,
+        command: list[str] | None = None,
+    ) -> LanguageClient:
         config = ClientServerConfig(
-            server_command=command or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db),
-                                       "--poll-seconds", str(poll)],
+            server_command=command or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db), "--poll-seconds", str(poll)],
             server_env={**os.environ, **FAST_ENV, "SAGE_CACHE_DIR": str(workspace.root / ".cache"), **(env or {})},
             client_factory=_client_factory(workspace),
         )

@@ -12,7 +12,7 @@ from pytest_lsp import LanguageClient
 from sage_engine.config import Config
 
 # A task small enough that an evaluation takes a second or two on one core.
-TASK = '''import torch
+TASK = """import torch
 import torch.nn as nn
 
 batch_size = 8
@@ -34,9 +34,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-GOOD = '''# sage: task=../double.py
+GOOD = """# sage: task=../double.py
 import torch
 import torch.nn as nn
 
@@ -44,7 +44,7 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def forward(self, x):
         return torch.add(x + x, 1)
-'''
+"""
 
 # Off by one on purpose: the harness must report a mismatch.
 WRONG = GOOD.replace("torch.add(x + x, 1)", "x + x")
@@ -84,25 +84,19 @@ class Workspace:
         )
 
 
-
 def open_doc(client: LanguageClient, path: Path, text: str | None = None, language: str = "python") -> str:
     uri = path.as_uri()
     client.text_document_did_open(
         types.DidOpenTextDocumentParams(
-            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1,
-                                                 text=path.read_text() if text is None else text)
+            text_document=types.TextDocumentItem(uri=uri, language_id=language, version=1, text=path.read_text() if text is None else text)
         )
     )
     return uri
 
 
 async def lenses(client: LanguageClient, uri: str) -> list[types.CodeLens]:
-    return list(await client.text_document_code_lens_async(
-        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
-    ) or [])
+    return list(await client.text_document_code_lens_async(types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))) or [])
 
 
 async def execute(client: LanguageClient, command: str, *arguments):
-    return await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command=command, arguments=list(arguments))
-    )
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command=command, arguments=list(arguments)))

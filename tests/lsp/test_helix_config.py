@@ -24,10 +24,29 @@ FIRST_LINE = "# sage-lsp for helix (23.10 and later)"
 # Keys helix documents for [language-server.<name>] and [[language]] (23.10 on).
 SERVER_KEYS = {"command", "args", "config", "timeout", "environment", "required-root-patterns"}
 LANGUAGE_KEYS = {
-    "name", "language-id", "scope", "injection-regex", "file-types", "shebangs", "roots", "auto-format",
-    "diagnostic-severity", "comment-tokens", "comment-token", "block-comment-tokens", "indent",
-    "language-servers", "grammar", "formatter", "soft-wrap", "text-width", "rulers", "workspace-lsp-roots",
-    "persistent-diagnostic-sources", "auto-pairs", "debugger",
+    "name",
+    "language-id",
+    "scope",
+    "injection-regex",
+    "file-types",
+    "shebangs",
+    "roots",
+    "auto-format",
+    "diagnostic-severity",
+    "comment-tokens",
+    "comment-token",
+    "block-comment-tokens",
+    "indent",
+    "language-servers",
+    "grammar",
+    "formatter",
+    "soft-wrap",
+    "text-width",
+    "rulers",
+    "workspace-lsp-roots",
+    "persistent-diagnostic-sources",
+    "auto-pairs",
+    "debugger",
 }
 
 
@@ -39,8 +58,7 @@ def documented_config() -> dict:
 
 def printed_config(*args: str) -> dict:
     sage = Path(sys.executable).with_name("sage")
-    printed = subprocess.run([str(sage), "lsp", "config", "--editor", "helix", *args],
-                             capture_output=True, text=True, timeout=60)
+    printed = subprocess.run([str(sage), "lsp", "config", "--editor", "helix", *args], capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0, printed.stderr
     return tomllib.loads(printed.stdout)
 
@@ -74,11 +92,15 @@ async def code_action_and_hover(lsp, workspace) -> None:
     assert lsp.messages == []  # the config was accepted: no warning about a setting
     uri = open_doc(lsp, workspace.write("kernels/good.py", GOOD))
     at = types.Range(start=types.Position(line=6, character=0), end=types.Position(line=6, character=0))
-    (action,) = await lsp.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=types.CodeActionContext(diagnostics=[])))
+    (action,) = await lsp.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=types.CodeActionContext(diagnostics=[])
+        )
+    )
     assert action.command == "sage.benchmark"  # helix's `space a` offers the benchmark
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8))
+    )
     assert "`ModelNew` (candidate module)" in hover.contents.value
 
 
@@ -87,8 +109,7 @@ async def test_the_helix_server_line_starts_sage_lsp_and_accepts_its_config(star
     executable = Path(sys.executable).with_name(server["command"])
     assert executable.is_file(), f"{server['command']} is not installed beside {sys.executable}"
     # The documented args on the documented command (what helix runs), plus the test's database.
-    lsp = await start_lsp("neovim", init_options=server["config"],
-                          command=[str(executable), *server["args"], "--db", str(workspace.db)])
+    lsp = await start_lsp("neovim", init_options=server["config"], command=[str(executable), *server["args"], "--db", str(workspace.db)])
     await code_action_and_hover(lsp, workspace)
 
 

@@ -19,7 +19,7 @@ from sage_engine.kernels import (
     write_project_mapping,
 )
 
-TRITON_CANDIDATE = '''# sage: task=softmax
+TRITON_CANDIDATE = """# sage: task=softmax
 import torch
 import triton
 import triton.language as tl
@@ -41,9 +41,9 @@ def helper(x):
 class ModelNew(torch.nn.Module):
     def forward(self, x):
         return x
-'''
+"""
 
-ASCEND_C = '''#include "kernel_operator.h"
+ASCEND_C = """#include "kernel_operator.h"
 // sage: task=add
 extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y,
                                                  GM_ADDR z)
@@ -51,7 +51,7 @@ extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y,
 }
 
 __aicore__ inline void helper() {}
-'''
+"""
 
 
 def test_triton_kernels_and_model_are_found_with_decorator_lines():
@@ -106,10 +106,16 @@ def test_header_names_a_path_relative_to_the_file(tmp_path: Path):
 
 def test_project_file_maps_globs_first_match_wins(tmp_path: Path):
     (tmp_path / ".sage").mkdir()
-    (tmp_path / ".sage" / "tasks.json").write_text(json.dumps({"tasks": {
-        "kernels/gelu_*.py": "gelu",
-        "kernels/**/*.py": "silu",
-    }}))
+    (tmp_path / ".sage" / "tasks.json").write_text(
+        json.dumps(
+            {
+                "tasks": {
+                    "kernels/gelu_*.py": "gelu",
+                    "kernels/**/*.py": "silu",
+                }
+            }
+        )
+    )
     (tmp_path / "kernels" / "deep").mkdir(parents=True)
     gelu = tmp_path / "kernels" / "gelu_fast.py"
     deep = tmp_path / "kernels" / "deep" / "x.py"

@@ -88,9 +88,12 @@ async def test_saves_during_an_evaluation_collapse_into_one_more_of_the_latest_t
     uri = open_doc(lsp, path)
     _saved(lsp, uri)
     for version, text in ((2, GOOD + "\n# two\n"), (3, WRONG)):
-        lsp.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+        lsp.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
         _saved(lsp, uri)
 
     async def settled() -> dict:
@@ -138,14 +141,20 @@ async def test_code_actions_offer_the_lens_commands_for_clients_without_lenses(s
     path = workspace.write("kernels/good.py", GOOD)
     uri = open_doc(lsp, path)
     at = types.Range(start=types.Position(line=6, character=4), end=types.Position(line=6, character=4))
-    actions = await lsp.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=types.CodeActionContext(diagnostics=[])))
+    actions = await lsp.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=at, context=types.CodeActionContext(diagnostics=[])
+        )
+    )
     (action,) = actions
     assert action.title == "SAGE: benchmark vs double.py"
     assert (action.command, list(action.arguments)) == ("sage.benchmark", [uri, 5])
     above = types.Range(start=types.Position(line=1, character=0), end=types.Position(line=1, character=0))
-    assert not await lsp.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=above, context=types.CodeActionContext(diagnostics=[])))
+    assert not await lsp.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=above, context=types.CodeActionContext(diagnostics=[])
+        )
+    )
 
 
 async def test_emacs_attaches_and_gets_lenses_and_hover(start_lsp, workspace):
@@ -153,6 +162,7 @@ async def test_emacs_attaches_and_gets_lenses_and_hover(start_lsp, workspace):
     lsp = await start_lsp("emacs")
     uri = open_doc(lsp, workspace.write("kernels/good.py", GOOD))
     assert (await lenses(lsp, uri))[0].command.title == "SAGE: benchmark vs double.py"
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8))
+    )
     assert "`ModelNew` (candidate module)" in hover.contents.value

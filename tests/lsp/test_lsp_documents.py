@@ -84,7 +84,6 @@ def test_results_are_re_read_only_when_another_process_stores_something(tmp_path
         assert cache.last_result(path).attempt_id == stored.attempt_id and cache.reads == 2
 
 
-
 def test_adoption_counts_are_re_read_while_the_episode_is_open_and_kept_once_it_closes(tmp_path: Path):
     # An adoption changes the lens ("1 rule adopted") without a new attempt, so without moving the stamp.
     config = Config(db_path=tmp_path / "memory.db", auto_consolidate_every=0)
@@ -98,8 +97,7 @@ def test_adoption_counts_are_re_read_while_the_episode_is_open_and_kept_once_it_
         assert cache.adopted_count(cache.last_result(path)) == 0
         assert cache.adopted_count(cache.last_result(path)) == 0 and cache.episode_reads == 1  # one read per request
 
-        agent.record_adoption(episode, [Adoption(id=item.id, evidence="used")], attempt_id=attempt.attempt_id,
-                              close=False)
+        agent.record_adoption(episode, [Adoption(id=item.id, evidence="used")], attempt_id=attempt.attempt_id, close=False)
         assert cache.check() == stamp and cache.adopted_count(cache.last_result(path)) == 1
 
         agent.close_episode(episode)

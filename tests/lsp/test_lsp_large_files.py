@@ -74,8 +74,10 @@ async def test_lens_and_hover_on_another_file_stay_fast_while_a_large_file_is_op
         await asyncio.sleep(SPACING_S)  # pacing, not synchronisation: see SPACING_S
     # Requests on the large file itself are answered from the cache too.
     again_ms = [await _timed_ms(lenses(lsp, big_uri)) for _ in range(5)]
-    report = (f"lens p50 {statistics.median(lens_ms):.1f} p95 {_p95(lens_ms):.1f} ms; hover p50 "
-              f"{statistics.median(hover_ms):.1f} p95 {_p95(hover_ms):.1f} ms; large-file lens p50 "
-              f"{statistics.median(again_ms):.1f} ms")
+    report = (
+        f"lens p50 {statistics.median(lens_ms):.1f} p95 {_p95(lens_ms):.1f} ms; hover p50 "
+        f"{statistics.median(hover_ms):.1f} p95 {_p95(hover_ms):.1f} ms; large-file lens p50 "
+        f"{statistics.median(again_ms):.1f} ms"
+    )
     assert _p95(lens_ms) <= P95_MS and _p95(hover_ms) <= P95_MS, report
     assert statistics.median(again_ms) <= P95_MS, report

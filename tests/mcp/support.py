@@ -37,7 +37,10 @@ class ModelNew(nn.Module):
 """
 
 SILU_LESSONS = [
-    ("SiLU: compute sigmoid in float32", "For half inputs upcast to float32, compute sigmoid(x) * x, cast back; avoids fp16 overflow in exp."),
+    (
+        "SiLU: compute sigmoid in float32",
+        "For half inputs upcast to float32, compute sigmoid(x) * x, cast back; avoids fp16 overflow in exp.",
+    ),
     ("SiLU: fuse sigmoid and multiply in one pass", "Elementwise silu reads x once: sigmoid and the multiply belong in one kernel."),
     ("Softmax: subtract the row max", "Row softmax must subtract the max before exp; the elementwise trick does not apply."),
 ]
@@ -60,8 +63,7 @@ async def connect(config: Config, *, within: float = 120, **server_kw: Any) -> A
 
 def seed(config: Config, lessons=SILU_LESSONS) -> list[int]:
     with Engine(config) as engine:
-        return [engine.add_item(NewItem(title=t, content=c, operator="silu" if "SiLU" in t else "softmax")).item.id
-                for t, c in lessons]
+        return [engine.add_item(NewItem(title=t, content=c, operator="silu" if "SiLU" in t else "softmax")).item.id for t, c in lessons]
 
 
 def snapshot(config: Config) -> dict[str, list[dict]]:
@@ -73,9 +75,16 @@ def snapshot(config: Config) -> dict[str, list[dict]]:
 def stdio_params(config: Config, cwd: Path, **env: str) -> StdioServerParameters:
     """Launch `sage-mcp` as an editor would: the venv's script, a database flag."""
     return StdioServerParameters(
-        command=str(SAGE_MCP), args=["--db", config.database, "--quiet"], cwd=str(cwd),
-        env={"SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_TIMING_BUDGET_S": "0.2",
-             "SAGE_CACHE_DIR": str(config.cache_dir), "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **env},
+        command=str(SAGE_MCP),
+        args=["--db", config.database, "--quiet"],
+        cwd=str(cwd),
+        env={
+            "SAGE_AUTO_CONSOLIDATE_EVERY": "0",
+            "SAGE_TIMING_BUDGET_S": "0.2",
+            "SAGE_CACHE_DIR": str(config.cache_dir),
+            "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            **env,
+        },
     )
 
 
@@ -86,8 +95,16 @@ def text(result) -> str:
 # A value of the wrong JSON type for each schema type.
 WRONG_VALUE = {"string": 5, "integer": "x", "number": "x", "boolean": "maybe", "array": "x", "object": 5}
 # What a validator's own report carries and a caller cannot act on.
-VALIDATOR_INTERNALS = ("validation error", "Arguments", "[type=", "input_value", "input_type", "pydantic",
-                       "For further information", "Input should")
+VALIDATOR_INTERNALS = (
+    "validation error",
+    "Arguments",
+    "[type=",
+    "input_value",
+    "input_type",
+    "pydantic",
+    "For further information",
+    "Input should",
+)
 
 
 def schema_violations(tools) -> list[tuple[str, str, dict]]:

@@ -37,7 +37,8 @@ def test_an_exclusive_integer_limit_is_quoted_as_the_last_value_allowed():
 def test_nested_values_are_named_by_their_path_and_every_problem_is_said():
     assert worded(name="n", items=[{"id": 1, "weight": 0}, {"idd": 2}]) == (
         "items[0].weight must be greater than 0 and at most 1; got 0. items[1].id is required. "
-        "items[1] has no field 'idd'; its fields are id, weight")
+        "items[1] has no field 'idd'; its fields are id, weight"
+    )
 
 
 def test_a_long_rejected_value_is_not_repeated_back():

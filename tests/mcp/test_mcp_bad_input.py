@@ -17,9 +17,22 @@ from tests.mcp.support import seed, snapshot, text
 from sage_mcp.mcp.server import create_server
 
 NASTY_PATHS = [
-    "../../etc/passwd", "/etc/shadow", "/etc/passwd", "~/.ssh/id_rsa", "/proc/self/environ", "..", "~",
-    "....//....//etc/passwd", "sage_engine/../../../etc/hosts", "C:\\Windows\\win.ini", "file:///etc/passwd",
-    "/dev/zero", "/dev/urandom", "\\\\server\\share\\x.py", "x.py\x00.txt", "%2e%2e%2fetc%2fpasswd",
+    "../../etc/passwd",
+    "/etc/shadow",
+    "/etc/passwd",
+    "~/.ssh/id_rsa",
+    "/proc/self/environ",
+    "..",
+    "~",
+    "....//....//etc/passwd",
+    "sage_engine/../../../etc/hosts",
+    "C:\\Windows\\win.ini",
+    "file:///etc/passwd",
+    "/dev/zero",
+    "/dev/urandom",
+    "\\\\server\\share\\x.py",
+    "x.py\x00.txt",
+    "%2e%2e%2fetc%2fpasswd",
 ]
 junk_text = st.one_of(
     st.text(max_size=60),
@@ -28,9 +41,15 @@ junk_text = st.one_of(
     st.sampled_from(["", " ", "\x00", "\ud800", "\udfff lone surrogate", "\n\n\n", "ModelNew\x00", "class Model\n\x00"]),
     st.integers(1, 3).map(lambda n: "x" * (25_000 * n) + "\n"),  # past every text limit
 )
-wrong_type = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.lists(st.integers(), max_size=3),
-                       st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
-bad_id = st.one_of(st.integers(-2**63, 0), st.integers(10_000, 2**63 - 1), st.sampled_from([2**64, -2**70]), wrong_type)
+wrong_type = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+)
+bad_id = st.one_of(st.integers(-(2**63), 0), st.integers(10_000, 2**63 - 1), st.sampled_from([2**64, -(2**70)]), wrong_type)
 bad_k = st.one_of(st.integers(-10, 0), st.integers(51, 10**9), wrong_type)
 anything = st.one_of(junk_text, wrong_type)
 
@@ -45,27 +64,57 @@ def args(required: dict, optional: dict):
 
 adoption = st.one_of(st.fixed_dictionaries({"id": bad_id}, optional={"evidence": anything, "weight": st.floats(-2, 3)}), anything)
 lesson = st.one_of(
-    st.fixed_dictionaries({"title": anything, "content": anything}, optional={"code": anything, "tags": st.lists(anything, max_size=40), "scope": anything}),
+    st.fixed_dictionaries(
+        {"title": anything, "content": anything}, optional={"code": anything, "tags": st.lists(anything, max_size=40), "scope": anything}
+    ),
     anything,
 )
 STRATEGIES = {
-    "retrieve_rules": args({"task": junk_text}, {"operator": anything, "backend": anything, "hardware": anything, "k": bad_k,
-                                                 "episode_id": bad_id, "reference": junk_text, "scope": anything}),
+    "retrieve_rules": args(
+        {"task": junk_text},
+        {
+            "operator": anything,
+            "backend": anything,
+            "hardware": anything,
+            "k": bad_k,
+            "episode_id": bad_id,
+            "reference": junk_text,
+            "scope": anything,
+        },
+    ),
     # task never names a real task, so no candidate reaches the sandbox
-    "compile_and_bench": args({"candidate": junk_text, "task": junk_text},
-                              {"backend": anything, "episode_id": bad_id, "adopted_ids": st.one_of(st.lists(bad_id, max_size=3), anything),
-                               "trials": st.one_of(st.integers(-5, 0), st.integers(21, 10**6), wrong_type)}),
-    "record_adoption": args({"episode_id": st.one_of(bad_id, st.just(1))},
-                            {"adopted": st.one_of(st.lists(adoption, max_size=3), anything), "attempt_id": bad_id,
-                             "lesson": lesson, "close": anything}),
-    "consolidate": args({}, {"dry_run": anything, "budget_tokens": st.one_of(st.integers(-10**9, -1), st.integers(200_001, 10**12), wrong_type)}),
+    "compile_and_bench": args(
+        {"candidate": junk_text, "task": junk_text},
+        {
+            "backend": anything,
+            "episode_id": bad_id,
+            "adopted_ids": st.one_of(st.lists(bad_id, max_size=3), anything),
+            "trials": st.one_of(st.integers(-5, 0), st.integers(21, 10**6), wrong_type),
+        },
+    ),
+    "record_adoption": args(
+        {"episode_id": st.one_of(bad_id, st.just(1))},
+        {"adopted": st.one_of(st.lists(adoption, max_size=3), anything), "attempt_id": bad_id, "lesson": lesson, "close": anything},
+    ),
+    "consolidate": args(
+        {}, {"dry_run": anything, "budget_tokens": st.one_of(st.integers(-(10**9), -1), st.integers(200_001, 10**12), wrong_type)}
+    ),
     "list_tasks": args({}, {"level": anything, "family": anything}),
     "show_task": args({"task": junk_text}, {}),
     "search_memory": args({"query": junk_text}, {"k": bad_k, "backend": anything, "hardware": anything, "scope": anything}),
     "show_item": args({"item_id": bad_id}, {}),
-    "add_experience": args({"title": anything, "content": anything},
-                           {"code": anything, "operator": anything, "family": anything, "backend": anything, "hardware": anything,
-                            "tags": st.one_of(st.lists(anything, max_size=40), anything), "scope": anything}),
+    "add_experience": args(
+        {"title": anything, "content": anything},
+        {
+            "code": anything,
+            "operator": anything,
+            "family": anything,
+            "backend": anything,
+            "hardware": anything,
+            "tags": st.one_of(st.lists(anything, max_size=40), anything),
+            "scope": anything,
+        },
+    ),
     "memory_stats": args({}, {"unexpected": anything}),
     "show_episode": args({"episode_id": bad_id}, {}),
 }

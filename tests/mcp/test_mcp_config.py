@@ -15,11 +15,14 @@ from sage_mcp.cli import cli
 SAGE_MCP = str(Path(sys.executable).parent / "sage-mcp")
 
 
-@pytest.mark.parametrize("client, file, key, typed", [
-    ("claude", ".mcp.json", "mcpServers", True),
-    ("cursor", ".cursor/mcp.json", "mcpServers", False),
-    ("vscode", ".vscode/mcp.json", "servers", True),
-])
+@pytest.mark.parametrize(
+    "client, file, key, typed",
+    [
+        ("claude", ".mcp.json", "mcpServers", True),
+        ("cursor", ".cursor/mcp.json", "mcpServers", False),
+        ("vscode", ".vscode/mcp.json", "servers", True),
+    ],
+)
 def test_config_launches_this_environments_sage_mcp_with_the_chosen_db(tmp_path, client, file, key, typed):
     db = tmp_path / "proj.db"
     r = CliRunner().invoke(cli, ["mcp", "config", "--client", client, "--db", str(db)])
@@ -39,9 +42,14 @@ def test_config_launches_this_environments_sage_mcp_with_the_chosen_db(tmp_path,
 def test_writing_keeps_other_servers_and_keys_in_the_file(tmp_path):
     path = tmp_path / ".vscode" / "mcp.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({"inputs": [{"id": "k", "type": "promptString"}],
-                                "servers": {"github": {"type": "http", "url": "https://example.invalid/mcp"},
-                                            "sage": {"type": "stdio", "command": "old"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "inputs": [{"id": "k", "type": "promptString"}],
+                "servers": {"github": {"type": "http", "url": "https://example.invalid/mcp"}, "sage": {"type": "stdio", "command": "old"}},
+            }
+        )
+    )
     r = CliRunner().invoke(cli, ["mcp", "config", "--client", "vscode", "--write", "--project", str(tmp_path)])
     assert r.exit_code == 0, r.output
     config = json.loads(path.read_text())
@@ -76,11 +84,14 @@ def test_sage_mcp_prints_its_banner_on_stderr_and_keeps_stdout_for_the_protocol(
     assert r.returncode == 2 and "invalid choice" in r.stderr and r.stdout == ""
 
 
-@pytest.mark.parametrize("client, key, header", [
-    ("claude", "mcpServers", "Bearer ${SAGE_TOKEN}"),
-    ("cursor", "mcpServers", "Bearer ${env:SAGE_TOKEN}"),
-    ("vscode", "servers", "Bearer ${input:sage-token}"),
-])
+@pytest.mark.parametrize(
+    "client, key, header",
+    [
+        ("claude", "mcpServers", "Bearer ${SAGE_TOKEN}"),
+        ("cursor", "mcpServers", "Bearer ${env:SAGE_TOKEN}"),
+        ("vscode", "servers", "Bearer ${input:sage-token}"),
+    ],
+)
 def test_http_config_carries_the_bearer_header_without_the_secret(tmp_path, client, key, header):
     url = "http://127.0.0.1:8765/mcp"
     r = CliRunner().invoke(cli, ["mcp", "config", "--client", client, "--http", url, "--write", "--project", str(tmp_path)])
@@ -89,8 +100,9 @@ def test_http_config_carries_the_bearer_header_without_the_secret(tmp_path, clie
     entry = written[key]["sage"]
     assert entry["url"] == url and entry["headers"] == {"Authorization": header} and "command" not in entry
     if client == "vscode":
-        assert written["inputs"] == [{"type": "promptString", "id": "sage-token", "password": True,
-                                      "description": "SAGE bearer token (`sage serve` prints it)"}]
+        assert written["inputs"] == [
+            {"type": "promptString", "id": "sage-token", "password": True, "description": "SAGE bearer token (`sage serve` prints it)"}
+        ]
         again = CliRunner().invoke(cli, ["mcp", "config", "--client", client, "--http", url, "--write", "--project", str(tmp_path)])
         assert again.exit_code == 0 and len(json.loads(next(tmp_path.glob("**/*.json")).read_text())["inputs"]) == 1
 

@@ -68,8 +68,7 @@ def evaluation_processes(server: int) -> list[int]:
     """Processes an evaluation of `server` runs: forks of one of its sandboxed
     workers (the reference, the candidate, and anything the candidate forked)."""
     marker = f"sage-worker-{server}-"
-    return [p for p in processes_with(marker)
-            if _cmdline(_ppid(p))[1:3] == [b"-m", b"sage_engine.evaluation.worker"]]
+    return [p for p in processes_with(marker) if _cmdline(_ppid(p))[1:3] == [b"-m", b"sage_engine.evaluation.worker"]]
 
 
 async def gone_within(server: int, limit: float) -> float:
@@ -91,8 +90,7 @@ async def test_hostile_candidates_sent_over_stdio_reach_nothing_and_the_server_l
     victim = Victim.create(root, root / "data" / "cache")
     before = memory_rows(victim.db)
     try:
-        params = stdio_params(victim.db, tmp_path, victim.db.parent / "cache", HOME=str(victim.home),
-                              SAGE_CANDIDATE_ROOTS=str(RELU.parent))
+        params = stdio_params(victim.db, tmp_path, victim.db.parent / "cache", HOME=str(victim.home), SAGE_CANDIDATE_ROOTS=str(RELU.parent))
         with anyio.fail_after(600):
             async with Client(params) as c:
                 pong = (await c.call_tool("ping", {})).structured_content
@@ -101,9 +99,14 @@ async def test_hostile_candidates_sent_over_stdio_reach_nothing_and_the_server_l
                 for name in ATTACKS:
                     path = HOSTILE / f"{name}.py"
                     task, expected = header(path)
-                    r = await c.call_tool("compile_and_bench", {
-                        "candidate": victim.candidate(path, pids=[server, os.getpid()]),
-                        "task": str(RELU) if task == "relu" else task, "trials": 2})
+                    r = await c.call_tool(
+                        "compile_and_bench",
+                        {
+                            "candidate": victim.candidate(path, pids=[server, os.getpid()]),
+                            "task": str(RELU) if task == "relu" else task,
+                            "trials": 2,
+                        },
+                    )
                     assert not r.is_error, r.content
                     result = EvalResult.model_validate(r.structured_content)
                     assert result.status == expected, (name, result.status, result.message, result.stdout_tail[-800:])
@@ -131,8 +134,9 @@ async def _bench_until_running(c: Client, source: str, running: anyio.Event, out
         if message and message.startswith("checking case"):
             running.set()
 
-    outcome["result"] = await c.call_tool("compile_and_bench", {"candidate": source, "task": str(RELU), "trials": 1},
-                                          progress_callback=on_progress)
+    outcome["result"] = await c.call_tool(
+        "compile_and_bench", {"candidate": source, "task": str(RELU), "trials": 1}, progress_callback=on_progress
+    )
 
 
 async def test_a_cancelled_compile_and_bench_kills_its_evaluation_within_a_second(tmp_path):
@@ -162,10 +166,10 @@ async def test_a_cancelled_compile_and_bench_kills_its_evaluation_within_a_secon
 
 
 def _serve(db: Path, cwd: Path) -> tuple[subprocess.Popen, str, str]:
-    env = {**os.environ, "SAGE_TIMING_BUDGET_S": "0.2", "SAGE_AUTO_CONSOLIDATE_EVERY": "0",
-           "SAGE_CANDIDATE_ROOTS": str(RELU.parent)}
-    proc = subprocess.Popen([str(SAGE), "--db", str(db), "serve", "--port", "0"], stderr=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, text=True, cwd=cwd, env=env)
+    env = {**os.environ, "SAGE_TIMING_BUDGET_S": "0.2", "SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_CANDIDATE_ROOTS": str(RELU.parent)}
+    proc = subprocess.Popen(
+        [str(SAGE), "--db", str(db), "serve", "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=cwd, env=env
+    )
     lines: list[str] = []
     deadline = time.monotonic() + 120
     while not any(line.startswith("token") for line in lines):
@@ -183,8 +187,10 @@ async def test_a_hung_evaluation_holds_up_only_its_own_client_of_a_shared_server
     try:
         with anyio.fail_after(300):
             headers = {"Authorization": f"Bearer {token}"}
-            async with Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as a, \
-                    Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as b:
+            async with (
+                Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as a,
+                Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))) as b,
+            ):
                 # Both workers warm, as on a server that has been up a while.
                 r = await b.call_tool("compile_and_bench", {"candidate": GOOD_RELU, "task": str(RELU), "trials": 1})
                 assert r.structured_content["status"] == "correct"
@@ -205,14 +211,17 @@ async def test_a_hung_evaluation_holds_up_only_its_own_client_of_a_shared_server
                         if message == "loading candidate" and not started:
                             started.append(time.monotonic() - t0)
 
-                    r = await b.call_tool("compile_and_bench", {"candidate": GOOD_RELU, "task": str(RELU), "trials": 1},
-                                          progress_callback=on_progress)
+                    r = await b.call_tool(
+                        "compile_and_bench", {"candidate": GOOD_RELU, "task": str(RELU), "trials": 1}, progress_callback=on_progress
+                    )
                     finished = time.monotonic() - t0
                     assert "result" not in outcome, "the hung evaluation is still running"
                     scope.cancel()  # client A gives up: over HTTP its request's stream is closed
                     latency = await gone_within(proc.pid, CANCEL_LIMIT_S)
-                print(f"second client: started after {started[0] * 1000:.0f} ms, finished after {finished:.2f} s; "
-                      f"first client's cancel -> processes gone: {latency * 1000:.0f} ms")
+                print(
+                    f"second client: started after {started[0] * 1000:.0f} ms, finished after {finished:.2f} s; "
+                    f"first client's cancel -> processes gone: {latency * 1000:.0f} ms"
+                )
                 assert r.structured_content["status"] == "correct", r.structured_content["message"]
                 assert started and started[0] < SECOND_START_LIMIT_S
                 assert latency < CANCEL_LIMIT_S

@@ -23,16 +23,25 @@ from sage_mcp.mcp.http import BearerAuth, is_loopback, load_or_create_token
 from tests.mcp.support import assert_every_schema_error_phrased, text
 
 SAGE = Path(sys.executable).parent / "sage"
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}},
+}
 
 
 @contextlib.contextmanager
 def _serving(config, tmp_path, *args: str, env: dict[str, str] | None = None, started: list | None = None):
     """`sage serve --port 0 ARGS` running; yields (url, banner); `started` gets the process."""
-    proc = subprocess.Popen([str(SAGE), "--db", config.database, "serve", "--port", "0", *args],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=tmp_path,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [str(SAGE), "--db", config.database, "serve", "--port", "0", *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+    )
     if started is not None:
         started.append(proc)
     try:
@@ -121,8 +130,9 @@ async def test_a_schema_error_over_http_names_the_parameter_of_every_tool(served
 
 
 def test_a_non_loopback_bind_needs_allow_remote(tmp_path):
-    r = subprocess.run([str(SAGE), "--db", str(tmp_path / "m.db"), "serve", "--host", "0.0.0.0", "--port", "0"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(SAGE), "--db", str(tmp_path / "m.db"), "serve", "--host", "0.0.0.0", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "--allow-remote" in r.stderr
     assert not (tmp_path / "m.mcp-token").exists()
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
@@ -157,8 +167,7 @@ async def test_the_auth_middleware_passes_lifespan_and_refuses_websockets():
     await guard({"type": "lifespan"}, None, send)
     await guard({"type": "websocket", "headers": []}, None, send)
     # A client naming itself is overruled by its token.
-    await guard({"type": "http", "headers": [(b"authorization", b"bearer s3cret-token-value"),
-                                             (b"x-sage-user", b"mallory")]}, None, send)
+    await guard({"type": "http", "headers": [(b"authorization", b"bearer s3cret-token-value"), (b"x-sage-user", b"mallory")]}, None, send)
     await guard({"type": "http", "headers": [(b"authorization", b"Bearer s3cret-token-value")] * 2}, None, send)
     await guard({"type": "http", "headers": [(b"authorization", b"Bearer another-token-value")]}, None, send)
     assert seen == ["lifespan", "http", "http"]
@@ -176,8 +185,9 @@ async def test_each_team_token_records_its_own_name(config, tmp_path):
             for name, token in (("alice", "alice-token-0123456789"), ("bob", "bob-token-0123456789abc")):
                 http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
                 async with Client(streamable_http_client(url, http_client=http)) as c:
-                    r = await c.call_tool("add_experience", {"title": f"{name}'s softmax note",
-                                                             "content": f"{name} keeps row sums in fp32 for softmax"})
+                    r = await c.call_tool(
+                        "add_experience", {"title": f"{name}'s softmax note", "content": f"{name} keeps row sums in fp32 for softmax"}
+                    )
                     assert not r.is_error
                     assert (await c.call_tool("ping", {})).structured_content["user"] == name
     with Engine(config) as engine:
@@ -188,8 +198,9 @@ def test_a_tokens_file_others_can_read_is_refused(config, tmp_path):
     tokens = tmp_path / "team.tokens"
     tokens.write_text("alice alice-token-0123456789\n")
     tokens.chmod(0o644)
-    r = subprocess.run([str(SAGE), "--db", config.database, "serve", "--port", "0", "--tokens", str(tokens)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [str(SAGE), "--db", config.database, "serve", "--port", "0", "--tokens", str(tokens)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 2 and "chmod 600" in r.stderr
 
 
@@ -238,8 +249,7 @@ async def test_two_agents_with_one_client_name_keep_their_own_episodes(served):
                 assert r.structured_content["closed"] is True
 
 
-SILU = (Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "silu" / "solutions"
-        / "cpu_sigmoid_mul.py").read_text()
+SILU = (Path(__file__).resolve().parents[2] / "sage_engine" / "suite" / "tasks" / "silu" / "solutions" / "cpu_sigmoid_mul.py").read_text()
 SLOW_SILU = "import time\n" + SILU.replace("        xf = x.float()", "        time.sleep(2.0)\n        xf = x.float()")
 
 
@@ -253,14 +263,16 @@ async def test_sigterm_during_an_evaluation_keeps_earlier_attempts_and_credits_o
             http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
             async with Client(streamable_http_client(url, http_client=http)) as c:
                 episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
-                first = await c.call_tool("compile_and_bench", {"candidate": SILU, "task": "silu", "episode_id": episode,
-                                                                "trials": 1})
+                first = await c.call_tool("compile_and_bench", {"candidate": SILU, "task": "silu", "episode_id": episode, "trials": 1})
                 assert not first.is_error and first.structured_content["status"] == "correct"
 
                 async def second():
                     try:
-                        outcomes.append(await c.call_tool("compile_and_bench", {
-                            "candidate": SLOW_SILU, "task": "silu", "episode_id": episode, "trials": 1}))
+                        outcomes.append(
+                            await c.call_tool(
+                                "compile_and_bench", {"candidate": SLOW_SILU, "task": "silu", "episode_id": episode, "trials": 1}
+                            )
+                        )
                     except Exception as exc:  # noqa: BLE001 - the connection may end with the server
                         outcomes.append(exc)
 
@@ -285,4 +297,3 @@ async def test_sigterm_during_an_evaluation_keeps_earlier_attempts_and_credits_o
     with Engine(config) as engine:
         stored = engine.get_episode(episode)
         assert (stored.status, stored.close_reason, stored.credited) == ("closed", "idle", True)
-

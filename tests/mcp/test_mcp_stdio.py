@@ -29,19 +29,30 @@ async def test_a_stdio_client_runs_a_whole_episode_and_utilities_move_as_atu_say
             async def on_progress(p, total, message):
                 progress.append(message)
 
-            r = await c.call_tool("compile_and_bench", {
-                "candidate": SILU_CPU.read_text(), "task": "silu", "episode_id": retrieval.episode_id,
-                "adopted_ids": [adopted], "trials": 1,
-            }, progress_callback=on_progress)
+            r = await c.call_tool(
+                "compile_and_bench",
+                {
+                    "candidate": SILU_CPU.read_text(),
+                    "task": "silu",
+                    "episode_id": retrieval.episode_id,
+                    "adopted_ids": [adopted],
+                    "trials": 1,
+                },
+                progress_callback=on_progress,
+            )
             result = EvalResult.model_validate(r.structured_content)
             assert result.status == "correct", result.message
             assert progress, "progress notifications reach a stdio client"
 
-            r = await c.call_tool("record_adoption", {
-                "episode_id": retrieval.episode_id, "attempt_id": result.attempt_id,
-                "adopted": [{"id": adopted, "evidence": "float32 sigmoid then multiply"}],
-                "lesson": {"title": "SiLU: in-place mul after sigmoid", "content": "torch.sigmoid(xf).mul_(xf) saves one temporary."},
-            })
+            r = await c.call_tool(
+                "record_adoption",
+                {
+                    "episode_id": retrieval.episode_id,
+                    "attempt_id": result.attempt_id,
+                    "adopted": [{"id": adopted, "evidence": "float32 sigmoid then multiply"}],
+                    "lesson": {"title": "SiLU: in-place mul after sigmoid", "content": "torch.sigmoid(xf).mul_(xf) saves one temporary."},
+                },
+            )
             report = AdoptionReport.model_validate(r.structured_content)
             # The reward depends on the measured speedup (any sign); ATU's moves follow from it.
             assert report.closed and report.reward is not None and report.new_item is not None

@@ -17,8 +17,7 @@ def own_cluster():
 
 
 async def test_a_database_that_goes_away_is_a_clear_error_and_the_next_call_works(own_cluster, tmp_path):
-    config = Config(cache_dir=tmp_path / "cache", auto_consolidate_every=0, pg_connect_timeout_s=2.0).with_db(
-        own_cluster.create_database())
+    config = Config(cache_dir=tmp_path / "cache", auto_consolidate_every=0, pg_connect_timeout_s=2.0).with_db(own_cluster.create_database())
     seed(config)
     async with connect(config) as client:
         first = await client.call_tool("retrieve_rules", {"task": "silu"})
@@ -47,14 +46,14 @@ async def test_a_restart_during_record_adoption_applies_all_of_it_or_none_and_th
     async with connect(config) as client:
         shown = await client.call_tool("retrieve_rules", {"task": "silu"})
         episode = shown.structured_content["episode_id"]
-        evaluated = await client.call_tool("compile_and_bench", {"candidate": SILU_CPU.read_text(), "task": "silu",
-                                                                 "episode_id": episode, "trials": 1})
+        evaluated = await client.call_tool(
+            "compile_and_bench", {"candidate": SILU_CPU.read_text(), "task": "silu", "episode_id": episode, "trials": 1}
+        )
         assert not evaluated.is_error, text(evaluated)
         adopted = [{"id": ids[0], "evidence": "sigmoid times x"}]
         # Another session holds the episode's row, so record_adoption waits inside its transaction ...
         holder = await anyio.to_thread.run_sync(lambda: psycopg.connect(url, autocommit=False))
-        await anyio.to_thread.run_sync(lambda: holder.execute("SELECT id FROM episodes WHERE id = %s FOR UPDATE",
-                                                              (episode,)))
+        await anyio.to_thread.run_sync(lambda: holder.execute("SELECT id FROM episodes WHERE id = %s FOR UPDATE", (episode,)))
         results: list = []
 
         async def adopt():

@@ -73,10 +73,17 @@ async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_d
         async def on_progress(progress, total, message):
             updates.append((progress, total, message))
 
-        r = await c.call_tool("compile_and_bench", {
-            "candidate": str(SILU_CPU), "task": "silu", "episode_id": retrieval.episode_id,
-            "adopted_ids": [adopted], "trials": 1,
-        }, progress_callback=on_progress)
+        r = await c.call_tool(
+            "compile_and_bench",
+            {
+                "candidate": str(SILU_CPU),
+                "task": "silu",
+                "episode_id": retrieval.episode_id,
+                "adopted_ids": [adopted],
+                "trials": 1,
+            },
+            progress_callback=on_progress,
+        )
         assert not r.is_error, text(r)
         result = EvalResult.model_validate(r.structured_content)
         assert result.status == "correct" and result.attempt_id and result.speedup
@@ -85,11 +92,18 @@ async def test_a_whole_episode_credits_the_adopted_item_up_and_the_unused_ones_d
         assert len(updates) >= 2 and updates[-1][0] == updates[-1][1]
         assert [u[0] for u in updates] == sorted(u[0] for u in updates)
 
-        r = await c.call_tool("record_adoption", {
-            "episode_id": retrieval.episode_id, "attempt_id": result.attempt_id,
-            "adopted": [{"id": adopted, "evidence": "computed in float32"}],
-            "lesson": {"title": "SiLU on CPU: torch.sigmoid then in-place mul", "content": "sigmoid(x).mul_(x) in float32 matches the reference; cast back at the end."},
-        })
+        r = await c.call_tool(
+            "record_adoption",
+            {
+                "episode_id": retrieval.episode_id,
+                "attempt_id": result.attempt_id,
+                "adopted": [{"id": adopted, "evidence": "computed in float32"}],
+                "lesson": {
+                    "title": "SiLU on CPU: torch.sigmoid then in-place mul",
+                    "content": "sigmoid(x).mul_(x) in float32 matches the reference; cast back at the end.",
+                },
+            },
+        )
         assert not r.is_error, text(r)
         report = AdoptionReport.model_validate(r.structured_content)
         assert report.closed and report.reward > 0
@@ -155,11 +169,14 @@ async def test_an_evaluated_adopted_episode_after_browsing_is_credited(config):
         retrieval = RetrievalResult.model_validate(r.structured_content)
         shown = {i.id for i in retrieval.items}
         adopted = ids[0]
-        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "trials": 1,
-                                                    "episode_id": retrieval.episode_id, "adopted_ids": [adopted]})
+        r = await c.call_tool(
+            "compile_and_bench",
+            {"candidate": str(SILU_CPU), "task": "silu", "trials": 1, "episode_id": retrieval.episode_id, "adopted_ids": [adopted]},
+        )
         assert EvalResult.model_validate(r.structured_content).status == "correct", text(r)
-        r = await c.call_tool("record_adoption", {"episode_id": retrieval.episode_id,
-                                                  "adopted": [{"id": adopted, "evidence": "float32 sigmoid"}]})
+        r = await c.call_tool(
+            "record_adoption", {"episode_id": retrieval.episode_id, "adopted": [{"id": adopted, "evidence": "float32 sigmoid"}]}
+        )
         report = AdoptionReport.model_validate(r.structured_content)
         stats = MemoryStats.model_validate((await c.call_tool("memory_stats", {})).structured_content)
     assert report.closed and report.credited and report.close_reason == "explicit" and report.reward > 0
@@ -182,8 +199,9 @@ async def test_a_failing_kernel_is_a_result_and_the_server_answers_while_it_runs
             started.set()
 
         async def bench():
-            outcome["r"] = await c.call_tool("compile_and_bench", {"candidate": WRONG_SILU, "task": "silu", "trials": 1},
-                                             progress_callback=on_progress)
+            outcome["r"] = await c.call_tool(
+                "compile_and_bench", {"candidate": WRONG_SILU, "task": "silu", "trials": 1}, progress_callback=on_progress
+            )
 
         with anyio.fail_after(120):
             async with anyio.create_task_group() as tg:
@@ -206,8 +224,9 @@ async def test_adopting_an_item_the_episode_never_showed_is_refused_and_says_why
         episode = r.structured_content["episode_id"]
         shown = {i["id"] for i in r.structured_content["items"]}
         stranger = max(ids + list(shown)) + 100
-        r = await c.call_tool("compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "episode_id": episode,
-                                                    "adopted_ids": [stranger]})
+        r = await c.call_tool(
+            "compile_and_bench", {"candidate": str(SILU_CPU), "task": "silu", "episode_id": episode, "adopted_ids": [stranger]}
+        )
         assert r.is_error and f"[{stranger}]" in text(r) and "not shown" in text(r)
         r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": stranger}]})
         assert r.is_error and f"[{stranger}]" in text(r) and "retrieve_rules" in text(r)
@@ -267,8 +286,10 @@ async def test_the_background_sweep_closes_an_idle_episode_and_credits_it_only_w
             engine.record_result(make_result("incorrect"), episode_id=tried)
         with anyio.fail_after(10):
             await closed.wait()
-        browsed_, tried_ = [EpisodeDetail.model_validate((await c.call_tool("show_episode", {"episode_id": e})).structured_content)
-                            for e in (browsed, tried)]
+        browsed_, tried_ = [
+            EpisodeDetail.model_validate((await c.call_tool("show_episode", {"episode_id": e})).structured_content)
+            for e in (browsed, tried)
+        ]
     assert sorted(swept) == [browsed, tried]
     assert (browsed_.status, browsed_.close_reason, browsed_.credited, browsed_.reward) == ("closed", "idle", False, None)
     assert not browsed_.updates
@@ -332,10 +353,23 @@ async def test_memory_tools_search_show_add_and_count_without_opening_episodes(c
         assert Item.model_validate(r.structured_content).title == "SiLU: compute sigmoid in float32"
         r = await c.call_tool("show_item", {"item_id": 10_000})
         assert r.is_error and "10000" in text(r)
-        r = await c.call_tool("add_experience", {"title": "GELU: use erf, not tanh", "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance.", "tags": ["gelu"]})
+        r = await c.call_tool(
+            "add_experience",
+            {
+                "title": "GELU: use erf, not tanh",
+                "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance.",
+                "tags": ["gelu"],
+            },
+        )
         added = AddResult.model_validate(r.structured_content)
         assert not added.merged and added.item.tags == ["gelu"]
-        r = await c.call_tool("add_experience", {"title": "GELU: use erf, not tanh", "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance."})
+        r = await c.call_tool(
+            "add_experience",
+            {
+                "title": "GELU: use erf, not tanh",
+                "content": "The reference is the exact erf form; the tanh approximation fails fp32 tolerance.",
+            },
+        )
         assert AddResult.model_validate(r.structured_content).merged
         r = await c.call_tool("add_experience", {"title": "x", "content": "y", "scope": "../../etc"})
         assert r.is_error and "scope" in text(r)
@@ -351,16 +385,25 @@ async def test_resources_serve_the_rulebook_items_and_tasks(config):
     async with connect(config) as c:
         listed = {str(r.uri) for r in (await c.list_resources()).resources}
         templates = {t.uri_template for t in (await c.list_resource_templates()).resource_templates}
-        assert listed == {"sage://rulebook"} and templates == {"sage://items/{item_id}", "sage://tasks/{task_id}",
-                                                               "sage://attempt/{attempt_id}/roofline.svg"}
+        assert listed == {"sage://rulebook"} and templates == {
+            "sage://items/{item_id}",
+            "sage://tasks/{task_id}",
+            "sage://attempt/{attempt_id}/roofline.svg",
+        }
         rulebook = (await c.read_resource("sage://rulebook")).contents[0]
         assert rulebook.mime_type == "text/markdown" and "No resident rules" in rulebook.text
         item = (await c.read_resource(f"sage://items/{ids[0]}")).contents[0]
         assert Item.model_validate_json(item.text).id == ids[0]
         task = (await c.read_resource("sage://tasks/silu")).contents[0]
         assert "class Model" in task.text and "SiLU" in task.text
-        for bad in ("sage://items/999", "sage://items/abc", "sage://tasks/no_such_task", "sage://tasks/..%2F..%2Fetc%2Fpasswd",
-                    "sage://attempt/999/roofline.svg", "sage://attempt/abc/roofline.svg"):
+        for bad in (
+            "sage://items/999",
+            "sage://items/abc",
+            "sage://tasks/no_such_task",
+            "sage://tasks/..%2F..%2Fetc%2Fpasswd",
+            "sage://attempt/999/roofline.svg",
+            "sage://attempt/abc/roofline.svg",
+        ):
             with pytest.raises(MCPError):
                 await c.read_resource(bad)
 
@@ -424,7 +467,7 @@ async def test_a_schema_error_says_what_to_fix_in_the_words_of_every_tools_param
         r = await c.call_tool("record_adoption", {"episode_id": 1, "adopted": [{"id": 1, "weight": 2}]})
         assert text(r).endswith("invalid_input: adopted[0].weight must be greater than 0 and at most 1; got 2")
         r = await c.call_tool("record_adoption", {"episode_id": 1, "lesson": {"title": "t"}, "close": "maybe"})
-        assert text(r).endswith("invalid_input: lesson.content is required. close must be true or false; got \"maybe\"")
+        assert text(r).endswith('invalid_input: lesson.content is required. close must be true or false; got "maybe"')
         r = await c.call_tool("compile_and_bench", {"candidate": "x", "task": "silu", "adopted_ids": "1,2"})
         assert "adopted_ids must be a list of integers between 1 and " in text(r)
 

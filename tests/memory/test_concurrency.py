@@ -39,8 +39,12 @@ def test_concurrent_processes_lose_no_write_and_match_a_serial_replay(config):
         for i in range(6):
             eng.add_item(NewItem(title=f"softmax kernel idea {i}", content=f"tiling grid advice number {i} " + "x" * i))
     procs = [
-        subprocess.Popen([sys.executable, "-c", WORKER, config.database, str(w), str(EPISODES)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, config.database, str(w), str(EPISODES)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for w in range(WORKERS)
     ]
     for p in procs:
@@ -61,8 +65,10 @@ def test_concurrent_processes_lose_no_write_and_match_a_serial_replay(config):
         assert {e.author for e in eng.list_episodes(limit=1000)} == {f"worker{w}" for w in range(WORKERS)}
 
         # Serial replay in commit order (the order of each episode's audit rows).
-        order = [r["episode_id"] for r in eng.store.rows(
-            "SELECT episode_id, MIN(id) AS first FROM utility_log GROUP BY episode_id ORDER BY first")]
+        order = [
+            r["episode_id"]
+            for r in eng.store.rows("SELECT episode_id, MIN(id) AS first FROM utility_log GROUP BY episode_id ORDER BY first")
+        ]
         assert len(order) == total
         replayed = {i.id: 0.0 for i in eng.list_items(limit=100)}
         for episode_id in order:
@@ -133,8 +139,11 @@ def test_a_file_locked_past_busy_timeout_is_a_store_error_naming_it_and_nothing_
     holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")  # another process holds the file
     try:
-        with pytest.raises(StoreError, match=r"memory\.db: it is locked by another process "
-                                             r"past busy_timeout_ms \(300 ms\).*nothing was written"):
+        with pytest.raises(
+            StoreError,
+            match=r"memory\.db: it is locked by another process "
+            r"past busy_timeout_ms \(300 ms\).*nothing was written",
+        ):
             with Engine(config) as eng:
                 eng.retrieve("softmax", client="t")
     finally:

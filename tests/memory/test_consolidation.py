@@ -93,8 +93,22 @@ def test_consolidation_is_reversible(engine):
 
 
 def _rule(i, utility=0.5, tokens=100, p=0.5, status="active"):
-    return Item(id=i, kind="rule", status=status, title=f"r{i}", content="c", scope="global", utility=utility,
-                n_retrieved=1, n_adopted=1, n_credited=1, adoption_rate=p, tokens=tokens, created_at=0, updated_at=0)
+    return Item(
+        id=i,
+        kind="rule",
+        status=status,
+        title=f"r{i}",
+        content="c",
+        scope="global",
+        utility=utility,
+        n_retrieved=1,
+        n_adopted=1,
+        n_credited=1,
+        adoption_rate=p,
+        tokens=tokens,
+        created_at=0,
+        updated_at=0,
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -112,7 +126,13 @@ def test_resident_rulebook_never_exceeds_its_budget_or_max_count(rules, budget, 
 
 
 def test_near_duplicate_items_cluster_together_and_distinct_ones_do_not():
-    a = _rule(1).model_copy(update={"kind": "experience", "title": "loop over blocks", "content": "launch one program per core and loop over blocks inside the kernel"})
+    a = _rule(1).model_copy(
+        update={
+            "kind": "experience",
+            "title": "loop over blocks",
+            "content": "launch one program per core and loop over blocks inside the kernel",
+        }
+    )
     b = a.model_copy(update={"id": 2, "content": "launch one program per core and loop over the blocks inside each kernel"})
     c = a.model_copy(update={"id": 3, "title": "fp32 accumulate", "content": "accumulate reductions in fp32 then cast back"})
     groups = cluster([a, b, c], 0.5)
@@ -161,8 +181,12 @@ def _learn(engine, title, content, tasks):
 
 
 def test_a_rule_learned_in_one_family_is_resident_only_for_that_family(engine):
-    report = _learn(engine, "softmax rows: subtract the max", "subtract the row max before exp in every softmax kernel",
-                    ["softmax", "log_softmax", "masked_softmax"])
+    report = _learn(
+        engine,
+        "softmax rows: subtract the max",
+        "subtract the row max before exp in every softmax kernel",
+        ["softmax", "log_softmax", "masked_softmax"],
+    )
     rule = report.rulebook[0]
     assert rule.rule_families == ["softmax"]
     assert [r.id for r in engine.retrieve("log_softmax").resident_rules] == [rule.id]
@@ -171,8 +195,9 @@ def test_a_rule_learned_in_one_family_is_resident_only_for_that_family(engine):
 
 
 def test_a_rule_proven_in_two_families_crosses_families_where_its_terms_appear(engine):
-    report = _learn(engine, "accumulate in fp32", "accumulate reductions in fp32 then cast back once",
-                    ["softmax", "layer_norm", "rms_norm"])
+    report = _learn(
+        engine, "accumulate in fp32", "accumulate reductions in fp32 then cast back once", ["softmax", "layer_norm", "rms_norm"]
+    )
     rule = report.rulebook[0]
     assert rule.rule_families == [] and rule.families_adopted == ["normalization", "softmax"]
     assert "fp32" in rule.rule_triggers and "accumulate" in rule.rule_triggers
@@ -181,8 +206,12 @@ def test_a_rule_proven_in_two_families_crosses_families_where_its_terms_appear(e
 
 
 def test_a_rule_not_resident_for_a_task_can_still_be_retrieved_as_an_item(engine):
-    report = _learn(engine, "softmax rows: subtract the max", "subtract the row max before exp in every softmax kernel",
-                    ["softmax", "log_softmax", "masked_softmax"])
+    report = _learn(
+        engine,
+        "softmax rows: subtract the max",
+        "subtract the row max before exp in every softmax kernel",
+        ["softmax", "log_softmax", "masked_softmax"],
+    )
     rule = report.rulebook[0]
     shown = engine.retrieve("layer_norm", operator="layer_norm", reference="subtract the row max before exp")
     assert shown.resident_rules == [] and rule.id in [i.id for i in shown.items]
@@ -192,8 +221,10 @@ def test_the_per_task_rulebook_stays_within_its_token_budget(config):
     from sage_engine.memory.consolidation import GateStats, TaskContext, residents_for_task
 
     cfg = config.replace(ugc_resident_tokens=250)
-    rules = [GateStats(_rule(i, utility=0.5 - i / 100, tokens=100).model_copy(update={"rule_triggers": ["tile"]}), 0.5, 0.25)
-             for i in range(1, 6)]
+    rules = [
+        GateStats(_rule(i, utility=0.5 - i / 100, tokens=100).model_copy(update={"rule_triggers": ["tile"]}), 0.5, 0.25)
+        for i in range(1, 6)
+    ]
     chosen = residents_for_task(rules, TaskContext.of("tile the output"), cfg)
     assert [r.id for r in chosen] == [1, 2]  # 2 x (100 + 12) <= 250 < 3 x 112
     assert residents_for_task(rules, TaskContext.of("nothing related"), cfg) == []
@@ -225,8 +256,9 @@ def test_words_most_tasks_mention_are_never_trigger_terms(engine):
     engine.add_item(NewItem(title="ascend kernel notes", content="notes on writing an ascend kernel"))
     for i in range(12):  # every task so far says "kernel"
         engine.close_episode(engine.retrieve(f"write an ascend kernel for op{i}").episode_id)
-    report = _learn(engine, "kernel: accumulate in fp32", "every kernel should accumulate reductions in fp32",
-                    ["softmax", "layer_norm", "rms_norm"])
+    report = _learn(
+        engine, "kernel: accumulate in fp32", "every kernel should accumulate reductions in fp32", ["softmax", "layer_norm", "rms_norm"]
+    )
     rule = report.rulebook[0]
     assert rule.rule_families == [] and "fp32" in rule.rule_triggers and "kernel" not in rule.rule_triggers
     assert engine.retrieve("write an ascend kernel for matmul").resident_rules == []

@@ -53,8 +53,13 @@ ADOPTER = textwrap.dedent("""
 
 
 def _run_until(script: str, db: str, marker: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", script, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, db],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.getcwd()},
+    )
     for line in proc.stdout:
         if line.startswith(marker):
             break
@@ -62,8 +67,7 @@ def _run_until(script: str, db: str, marker: str) -> subprocess.Popen:
 
 
 def test_sigkill_mid_transaction_keeps_every_committed_record(config):
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, config.database], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, config.database], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     committed = []
     for line in proc.stdout:
         if line.startswith("committed"):

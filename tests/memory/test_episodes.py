@@ -11,9 +11,11 @@ from tests.support.engine import make_result
 def seed(engine, n=3):
     ids = []
     for i in range(n):
-        ids.append(engine.add_item(NewItem(
-            title=f"softmax trick {i}", content=f"row softmax kernels benefit from idea number {i} {'x' * i}",
-            tags=["softmax"])).item.id)
+        ids.append(
+            engine.add_item(
+                NewItem(title=f"softmax trick {i}", content=f"row softmax kernels benefit from idea number {i} {'x' * i}", tags=["softmax"])
+            ).item.id
+        )
     return ids
 
 
@@ -89,8 +91,12 @@ def test_lesson_becomes_an_item_with_provenance(engine):
     seed(engine)
     r = engine.retrieve("row softmax kernel", client="c")
     res = engine.record_result(make_result("correct", 1.0), episode_id=r.episode_id)
-    report = engine.record_adoption(r.episode_id, [], attempt_id=res.attempt_id,
-                                    lesson=Lesson(title="Use exp2 for softmax", content="exp2 with a log2e scale is cheaper", tags=["softmax"]))
+    report = engine.record_adoption(
+        r.episode_id,
+        [],
+        attempt_id=res.attempt_id,
+        lesson=Lesson(title="Use exp2 for softmax", content="exp2 with a log2e scale is cheaper", tags=["softmax"]),
+    )
     item = report.new_item
     assert item.source_episode == r.episode_id and item.source_attempt == res.attempt_id
     assert item.utility == 0.0 and not report.lesson_merged
@@ -224,8 +230,13 @@ def test_concurrent_record_adoption_on_one_episode_has_exactly_one_winner(config
         with Engine(config) as eng:
             barrier.wait(timeout=30)
             try:
-                outcomes.append(eng.record_adoption(r.episode_id, [Adoption(id=a, evidence=f"caller {n}")],
-                                                    lesson=Lesson(title=f"lesson from caller {n}", content=f"caller {n} says hi")))
+                outcomes.append(
+                    eng.record_adoption(
+                        r.episode_id,
+                        [Adoption(id=a, evidence=f"caller {n}")],
+                        lesson=Lesson(title=f"lesson from caller {n}", content=f"caller {n} says hi"),
+                    )
+                )
             except Conflict as exc:
                 outcomes.append(exc)
 

@@ -15,8 +15,13 @@ def test_useful_items_outrank_equally_similar_useless_ones():
 
 def test_filters_report_what_they_removed_and_why():
     cands = [
-        cand(1), cand(2, status="quarantined"), cand(3, scope="project:other"),
-        cand(4, backend="cuda"), cand(5, hardware="Ascend910B4"), cand(6, bm25=0.001), cand(7, status="resident"),
+        cand(1),
+        cand(2, status="quarantined"),
+        cand(3, scope="project:other"),
+        cand(4, backend="cuda"),
+        cand(5, hardware="Ascend910B4"),
+        cand(6, bm25=0.001),
+        cand(7, status="resident"),
     ]
     r = rank(cands, Filters(backend="npu", hardware="Ascend910B3"), 5, 0, Config())
     assert [x.id for x in r.items] == [1]

@@ -1,7 +1,6 @@
 """The store: migrations, export/import, bad input, dedup, lexical-search
 safety, scopes and authors; on SQLite and on PostgreSQL."""
 
-
 import pytest
 
 from sage_engine.config import Config
@@ -17,8 +16,12 @@ def populate(engine):
     for op in ("softmax", "layernorm", "gelu"):
         r = engine.retrieve("persistent grid loop over blocks", operator=op, client="x")
         res = engine.record_result(make_result("correct", 1.0, 1.5), episode_id=r.episode_id)
-        engine.record_adoption(r.episode_id, [Adoption(id=r.items[0].id, evidence="looped")], attempt_id=res.attempt_id,
-                               lesson=Lesson(title=f"{op} lesson", content=f"what {op} taught us about grids"))
+        engine.record_adoption(
+            r.episode_id,
+            [Adoption(id=r.items[0].id, evidence="looped")],
+            attempt_id=res.attempt_id,
+            lesson=Lesson(title=f"{op} lesson", content=f"what {op} taught us about grids"),
+        )
     engine.consolidate()
 
 
@@ -134,17 +137,27 @@ def test_bad_items_get_a_clear_error_and_change_nothing(engine, new, message):
 
 
 def test_unknown_ids_get_not_found(engine):
-    for call in (lambda: engine.get_item(77), lambda: engine.quarantine_item(77), lambda: engine.get_episode(77),
-                 lambda: engine.revert_consolidation(77)):
+    for call in (
+        lambda: engine.get_item(77),
+        lambda: engine.quarantine_item(77),
+        lambda: engine.get_episode(77),
+        lambda: engine.revert_consolidation(77),
+    ):
         with pytest.raises(NotFound):
             call()
 
 
 def test_near_duplicate_lesson_strengthens_the_existing_item(engine):
-    first = engine.add_item(NewItem(title="Accumulate softmax sums in fp32",
-                                    content="Cast the tile to fp32 before summing exponentials, then cast back once."))
-    again = engine.add_item(NewItem(title="Accumulate softmax sums in fp32",
-                                    content="Cast the tile to fp32 before summing the exponentials, then cast back once.", tags=["fp16"]))
+    first = engine.add_item(
+        NewItem(title="Accumulate softmax sums in fp32", content="Cast the tile to fp32 before summing exponentials, then cast back once.")
+    )
+    again = engine.add_item(
+        NewItem(
+            title="Accumulate softmax sums in fp32",
+            content="Cast the tile to fp32 before summing the exponentials, then cast back once.",
+            tags=["fp16"],
+        )
+    )
     other = engine.add_item(NewItem(title="Tile GEMM by 128", content="Use 128x128 output tiles with BLOCK_K 64."))
     assert again.merged and again.item.id == first.item.id and again.item.support == 2 and "fp16" in again.item.tags
     assert not other.merged
@@ -184,8 +197,7 @@ def test_items_record_who_made_them_and_list_filters_by_author(engine):
 
 
 def test_private_items_are_seen_only_by_their_author(engine):
-    secret = engine.as_user("alice").add_item(
-        NewItem(title="softmax private trick", content="softmax rows trick", scope="private")).item
+    secret = engine.as_user("alice").add_item(NewItem(title="softmax private trick", content="softmax rows trick", scope="private")).item
     bob = engine.as_user("bob")
     assert bob.retrieve("softmax rows").items == [] and bob.search_items("softmax rows") == []
     assert bob.list_items() == []

@@ -65,9 +65,18 @@ class ModelNew(nn.Module):
 
 
 def ray_config(cluster, tmp_path, **changes) -> Config:
-    base = dict(db_path=tmp_path / "memory.db", cache_dir=tmp_path / "cache", executor="ray",
-                ray_address=cluster.address, ray_resources={"cpu": dict(LABEL)}, timing_budget_s=0.2,
-                correctness_trials=1, auto_consolidate_every=0, eval_timeout_s=90.0, ray_queue_timeout_s=60.0)
+    base = dict(
+        db_path=tmp_path / "memory.db",
+        cache_dir=tmp_path / "cache",
+        executor="ray",
+        ray_address=cluster.address,
+        ray_resources={"cpu": dict(LABEL)},
+        timing_budget_s=0.2,
+        correctness_trials=1,
+        auto_consolidate_every=0,
+        eval_timeout_s=90.0,
+        ray_queue_timeout_s=60.0,
+    )
     base.update(changes)
     return Config(**base)
 
@@ -96,8 +105,7 @@ async def test_an_evaluation_runs_on_a_host_with_the_resource_and_streams_progre
         messages.append(message)
 
     async with connect(config, within=240) as c:
-        r = await c.call_tool("compile_and_bench", {"candidate": candidate(), "task": REFERENCE},
-                              progress_callback=on_progress)
+        r = await c.call_tool("compile_and_bench", {"candidate": candidate(), "task": REFERENCE}, progress_callback=on_progress)
     result = EvalResult.model_validate(r.structured_content)
     assert result.status == "correct", result.message
     assert result.host and result.speedup is not None and result.attempt_id == 1
@@ -132,6 +140,7 @@ async def bench_and_kill_its_host(config: Config, cluster) -> tuple[EvalResult, 
     got: dict[str, EvalResult] = {}
     since = time.time()
     async with connect(config, within=300) as c:
+
         async def submit():
             r = await c.call_tool("compile_and_bench", {"candidate": candidate(6.0), "task": REFERENCE})
             got["r"] = EvalResult.model_validate(r.structured_content)
@@ -205,8 +214,7 @@ def test_an_unreachable_cluster_is_a_clear_error_naming_ray_address_and_local_st
     with pytest.raises(BackendUnavailable, match="RAY_ADDRESS=127.0.0.1:1"):
         ray_connect(Config(executor="ray", ray_address="127.0.0.1:1"))
     assert time.monotonic() - started < 30
-    local = Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", executor="local", timing_budget_s=0.2,
-                   correctness_trials=1)
+    local = Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", executor="local", timing_budget_s=0.2, correctness_trials=1)
     with Engine(local) as engine:
         assert engine.evaluate(candidate(), REFERENCE).status == "correct"
 
@@ -217,8 +225,9 @@ async def test_hosts_and_evaluations_in_flight_are_visible(ray_cluster, tmp_path
         hosts = engine.evaluation_hosts()
         assert sum(h.total.get("NPU", 0) for h in hosts if h.alive) >= 2
         assert all("CPU" in h.total for h in hosts if h.alive)
-    listing = CliRunner().invoke(cli, ["--db", str(config.db_path), "--executor", "ray", "--json", "backends", "list"],
-                                 env={"RAY_ADDRESS": ray_cluster.address})
+    listing = CliRunner().invoke(
+        cli, ["--db", str(config.db_path), "--executor", "ray", "--json", "backends", "list"], env={"RAY_ADDRESS": ray_cluster.address}
+    )
     assert listing.exit_code == 0, listing.output
     shown = json.loads(listing.output)
     assert {b["name"] for b in shown["backends"]} >= {"cpu", "npu"}

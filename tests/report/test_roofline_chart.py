@@ -14,7 +14,7 @@ from sage_engine.report.png import PNG_MAGIC, find_chromium, screenshot
 from tests.support.parts import require
 from tests.report.charts import finite, parse, plot_box, points, result, roofs, texts
 
-MATMUL = {"float32": 2.0 * 512 ** 3}
+MATMUL = {"float32": 2.0 * 512**3}
 
 
 def inside(point: tuple[float, float], box: tuple[float, float, float, float]) -> bool:
@@ -102,8 +102,8 @@ def test_an_impossible_candidate_sits_in_the_shaded_region_and_the_chart_says_wh
 def test_the_svg_holds_no_style_or_script_a_webview_policy_would_block():
     for r in (result(4.0, 2.0, flops=MATMUL), result(0.678, 2.39), result(1.0, 0.5, profiled=False)):
         svg = render_svg(chart_for(r), standalone=False)
-        assert "style=" not in svg and "<style" not in svg and "<script" not in svg and "href=\"http" not in svg
-        assert "#ffffff\"/>" not in svg.split("<g", 1)[0]  # inline: no white background under a dark theme
+        assert "style=" not in svg and "<style" not in svg and "<script" not in svg and 'href="http' not in svg
+        assert '#ffffff"/>' not in svg.split("<g", 1)[0]  # inline: no white background under a dark theme
 
 
 def test_task_names_are_escaped_in_the_markup():

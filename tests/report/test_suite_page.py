@@ -20,25 +20,27 @@ from sage_engine.suite.check import check_suite
 from tests.support.parts import require
 from tests.report.charts import result
 
-MATMUL = {"float32": 2.0 * 512 ** 3}
+MATMUL = {"float32": 2.0 * 512**3}
 
 
 def failed(task: str, status: str, message: str) -> EvalResult:
-    return EvalResult(status=status, message=message, task=task, backend="cpu", hardware="x86_64-avx2",
-                      candidate_hash="0" * 16, duration_s=3.0)
+    return EvalResult(
+        status=status, message=message, task=task, backend="cpu", hardware="x86_64-avx2", candidate_hash="0" * 16, duration_s=3.0
+    )
 
 
 def run_rows():
-    return [row_from_result("leaky_relu", "bundled", "cpu_clamp_parts", result(0.678, 2.39)),
-            row_from_result("matmul", "bundled", "cpu_k_panels", result(8.0, 4.0, nbytes=3 << 20, flops=MATMUL)),
-            row_from_result("silu", "bundled", "cpu_fast", result(1.0, 0.8, task="silu")),
-            row_from_result("gelu", "bundled", "cpu_wrong", failed("gelu", "incorrect", "max abs error 0.3")),
-            row_from_result("conv", "bundled", "cpu_npu", failed("conv", "runtime_error",
-                                                                 "ModuleNotFoundError: No module named 'torch_npu'"))]
+    return [
+        row_from_result("leaky_relu", "bundled", "cpu_clamp_parts", result(0.678, 2.39)),
+        row_from_result("matmul", "bundled", "cpu_k_panels", result(8.0, 4.0, nbytes=3 << 20, flops=MATMUL)),
+        row_from_result("silu", "bundled", "cpu_fast", result(1.0, 0.8, task="silu")),
+        row_from_result("gelu", "bundled", "cpu_wrong", failed("gelu", "incorrect", "max abs error 0.3")),
+        row_from_result("conv", "bundled", "cpu_npu", failed("conv", "runtime_error", "ModuleNotFoundError: No module named 'torch_npu'")),
+    ]
 
 
 def table_order(page: str) -> list[str]:
-    body = page.split('<table class=rows>', 1)[1]
+    body = page.split("<table class=rows>", 1)[1]
     return re.findall(r"<tr><td>([a-z_]+)(?:<br>|</td>)", body)
 
 
@@ -94,7 +96,8 @@ def test_a_check_rewrites_its_page_as_each_row_arrives(tmp_path):
     suite = tmp_path / "suite"
     for tid, forward in (("a_double", "return x * 2"), ("b_relu", "return torch.relu(x)")):
         (suite / tid).mkdir(parents=True)
-        (suite / tid / "reference.py").write_text(textwrap.dedent(f"""
+        (suite / tid / "reference.py").write_text(
+            textwrap.dedent(f"""
             import torch
             import torch.nn as nn
 
@@ -107,10 +110,18 @@ def test_a_check_rewrites_its_page_as_each_row_arrives(tmp_path):
 
             def get_init_inputs():
                 return []
-            """))
+            """)
+        )
         (suite / tid / "task.json").write_text(json.dumps({"name": tid, "operator": tid, "family": "t", "level": 1}))
-    config = Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=1,
-                    timing_budget_s=0.05, timing_min_reps=3, timing_max_reps=10, timing_warmup=1)
+    config = Config(
+        db_path=tmp_path / "m.db",
+        cache_dir=tmp_path / "cache",
+        correctness_trials=1,
+        timing_budget_s=0.05,
+        timing_min_reps=3,
+        timing_max_reps=10,
+        timing_warmup=1,
+    )
     report = tmp_path / "report.html"
 
     seen = []
@@ -128,9 +139,21 @@ def test_a_check_rewrites_its_page_as_each_row_arrives(tmp_path):
 
 
 def test_rows_from_the_check_and_from_its_json_lines_draw_the_same_page(tmp_path):
-    check = {"id": "x", "benchmark": "kernelbench", "status": "correct", "cause": None, "detail": "ok",
-             "speedup": 1.01, "reference_ms": 1.0, "candidate_ms": 0.99, "seconds": 12.0, "degenerate": None,
-             "bound": "memory", "share": 0.4, "roofline": None}
+    check = {
+        "id": "x",
+        "benchmark": "kernelbench",
+        "status": "correct",
+        "cause": None,
+        "detail": "ok",
+        "speedup": 1.01,
+        "reference_ms": 1.0,
+        "candidate_ms": 0.99,
+        "seconds": 12.0,
+        "degenerate": None,
+        "bound": "memory",
+        "share": 0.4,
+        "roofline": None,
+    }
     row = row_from_check(json.loads(json.dumps(check)))
     assert row.status == "correct" and row.share == 0.4 and row.chart is None
     page = SuitePage(tmp_path / "r.html", kind="check", backend="cpu", total=1)
@@ -142,7 +165,6 @@ def test_rows_from_the_check_and_from_its_json_lines_draw_the_same_page(tmp_path
 def test_headless_chromium_draws_the_page_as_a_png(tmp_path):
     if find_chromium() is None:
         require("chromium", "chromium is not installed (apt-get install -y chromium)")
-    path = screenshot(render_page(run_rows(), kind="run", backend="cpu"), tmp_path / "suite.png", width=1200,
-                      height=1400)
+    path = screenshot(render_page(run_rows(), kind="run", backend="cpu"), tmp_path / "suite.png", width=1200, height=1400)
     data = path.read_bytes()
     assert data[:8] == PNG_MAGIC and len(data) > 20_000

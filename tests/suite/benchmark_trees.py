@@ -42,24 +42,32 @@ def _module_py(path: Path, body: str) -> Path:
 
 def npukernelbench(root: Path) -> Path:
     _write(root / "framework" / "__init__.py", "")
-    _write(root / "framework" / "utils.py", """
+    _write(
+        root / "framework" / "utils.py",
+        """
         import torch
 
 
         def check_precision(outputs, outputs_new, max_abs_error=1e-3, max_rel_error=1e-3):
             diff = (outputs - outputs_new).abs()
             return int(bool((diff <= max_abs_error).all())), diff, diff
-    """)
-    _write(root / "framework" / "scales.py", """
+    """,
+    )
+    _write(
+        root / "framework" / "scales.py",
+        """
         def half_of(value):
             return value * 0.5
-    """)
+    """,
+    )
     (root / "tasks").mkdir(parents=True, exist_ok=True)
 
     clip = root / "tasks" / "level1" / "Math" / "ClipByValueMini"
     _write(clip / "api_desc.md", "# ClipByValueMini\n\nClamps every element between two one-element bounds.\n")
     _write(clip / "question" / "op_kernel" / "clip_by_value_mini.cpp", "// Ascend C kernel to write\n")
-    _module_py(clip / "validation" / "module.py", """
+    _module_py(
+        clip / "validation" / "module.py",
+        """
 
         class Model(nn.Module):
             def __init__(self):
@@ -73,8 +81,11 @@ def npukernelbench(root: Path) -> Path:
             def forward(self, x, low, high):
                 import kernel_gen_ops
                 return kernel_gen_ops.clip_by_value_mini(x, low, high)
-    """)
-    _write(clip / "validation" / "prepare_inputs.py", """
+    """,
+    )
+    _write(
+        clip / "validation" / "prepare_inputs.py",
+        """
         import torch
         from framework.utils import check_precision
 
@@ -94,17 +105,23 @@ def npukernelbench(root: Path) -> Path:
 
         def custom_check_precision(param, outputs, outputs_new):
             return check_precision(outputs, outputs_new, max_abs_error=0.01)
-    """)
-    _write(clip / "validation" / "test_cases.csv", """
+    """,
+    )
+    _write(
+        clip / "validation" / "test_cases.csv",
+        """
         case_id;shape;dtype
         0;[64, 32];float32
         1;[7, 5];int32
         2;[16, 3];int16
-    """)
+    """,
+    )
 
     norm = root / "tasks" / "level2" / "Norm" / "BatchNormMini"
     _write(norm / "api_desc.md", "# BatchNormMini\n\nBatch normalisation over the channel axis.\n")
-    _module_py(norm / "validation" / "module.py", """
+    _module_py(
+        norm / "validation" / "module.py",
+        """
 
         class Model(nn.Module):
             def __init__(self, num_features, eps, affine, training):
@@ -114,8 +131,11 @@ def npukernelbench(root: Path) -> Path:
 
             def forward(self, x):
                 return self.bn(x)
-    """)
-    _write(norm / "validation" / "prepare_inputs.py", """
+    """,
+    )
+    _write(
+        norm / "validation" / "prepare_inputs.py",
+        """
         import torch
 
 
@@ -129,24 +149,33 @@ def npukernelbench(root: Path) -> Path:
             training = bool(int(param.get('training', 1)))
             return [int(param.get('num_features', 1)), float(param.get('epsilon', 1e-5)),
                     bool(param.get('affine', True)), training]
-    """)
-    _write(norm / "validation" / "test_cases.csv", """
+    """,
+    )
+    _write(
+        norm / "validation" / "test_cases.csv",
+        """
         case_id;input_shape;num_features;dtype;affine;training;epsilon
         0;[8, 4];4;float32;True;True;1e-5
         1;[6, 3];3;float32;False;False;1e-3
-    """)
+    """,
+    )
 
     scaled = root / "tasks" / "level2" / "Activation" / "HalfScaleMini"
     _write(scaled / "api_desc.md", "# HalfScaleMini\n\nHalves a tensor with the benchmark's own helper.\n")
-    _module_py(scaled / "validation" / "module.py", """
+    _module_py(
+        scaled / "validation" / "module.py",
+        """
         from framework.scales import half_of
 
 
         class Model(nn.Module):
             def forward(self, x):
                 return half_of(x) + 1.0
-    """)
-    _write(scaled / "validation" / "prepare_inputs.py", """
+    """,
+    )
+    _write(
+        scaled / "validation" / "prepare_inputs.py",
+        """
         import torch
         from framework.scales import half_of
 
@@ -158,21 +187,30 @@ def npukernelbench(root: Path) -> Path:
 
         def get_init_inputs(param, device=None):
             return []
-    """)
-    _write(scaled / "validation" / "test_cases.csv", """
+    """,
+    )
+    _write(
+        scaled / "validation" / "test_cases.csv",
+        """
         case_id;input_shape;dtype
         0;[33, 17];float32
         1;[4096, 8192];float32
-    """)
+    """,
+    )
     gmm = root / "tasks" / "level3" / "GMM" / "MatmulRowsMini"
     _write(gmm / "api_desc.md", "# MatmulRowsMini\n\nA matmul sized by scalar m, k, n columns.\n")
-    _module_py(gmm / "validation" / "module.py", """
+    _module_py(
+        gmm / "validation" / "module.py",
+        """
 
         class Model(nn.Module):
             def forward(self, a, b):
                 return a @ b
-    """)
-    _write(gmm / "validation" / "prepare_inputs.py", """
+    """,
+    )
+    _write(
+        gmm / "validation" / "prepare_inputs.py",
+        """
         import torch
 
 
@@ -183,23 +221,32 @@ def npukernelbench(root: Path) -> Path:
 
         def get_init_inputs(param, device=None):
             return []
-    """)
-    _write(gmm / "validation" / "test_cases.csv", """
+    """,
+    )
+    _write(
+        gmm / "validation" / "test_cases.csv",
+        """
         case_id;m;k;n
         0;40;24;16
         1;2048;2048;2048
-    """)
+    """,
+    )
     noisy = root / "tasks" / "level3" / "Math" / "DoubleNoiseMini"
     _write(noisy / "api_desc.md", "# DoubleNoiseMini\n\nDoubles a tensor of approximately normal noise.\n")
-    _module_py(noisy / "validation" / "module.py", """
+    _module_py(
+        noisy / "validation" / "module.py",
+        """
 
         class Model(nn.Module):
             def forward(self, x):
                 return x * 2
-    """)
+    """,
+    )
     # Irwin-Hall noise drawn in float64 NumPy: building the input takes far
     # longer than the forward, as in several NPUKernelBench tasks.
-    _write(noisy / "validation" / "prepare_inputs.py", """
+    _write(
+        noisy / "validation" / "prepare_inputs.py",
+        """
         import numpy as np
         import torch
 
@@ -212,15 +259,21 @@ def npukernelbench(root: Path) -> Path:
 
         def get_init_inputs(param, device=None):
             return []
-    """)
-    _write(noisy / "validation" / "test_cases.csv", """
+    """,
+    )
+    _write(
+        noisy / "validation" / "test_cases.csv",
+        """
         case_id;input_shape;dtype
         0;[8, 10];float32
         1;[4096, 1000];float32
-    """)
+    """,
+    )
     strided = root / "tasks" / "level3" / "Index" / "StridedAssignMini"
     _write(strided / "api_desc.md", "# StridedAssignMini\n\nWrites a tensor into every other column of another.\n")
-    _module_py(strided / "validation" / "module.py", """
+    _module_py(
+        strided / "validation" / "module.py",
+        """
 
         class Model(nn.Module):
             def forward(self, var, value, stride):
@@ -228,8 +281,11 @@ def npukernelbench(root: Path) -> Path:
                 out = var.clone()
                 out[:, ::step] = value
                 return out
-    """)
-    _write(strided / "validation" / "prepare_inputs.py", """
+    """,
+    )
+    _write(
+        strided / "validation" / "prepare_inputs.py",
+        """
         import torch
 
 
@@ -241,20 +297,26 @@ def npukernelbench(root: Path) -> Path:
 
         def get_init_inputs(param, device=None):
             return []
-    """)
+    """,
+    )
     # The value is half as wide as the tensor it goes into: halving either
     # width alone breaks the reference, which the written shapes cannot show.
-    _write(strided / "validation" / "test_cases.csv", """
+    _write(
+        strided / "validation" / "test_cases.csv",
+        """
         case_id;var_shape;value_shape;stride;dtype
         0;[6, 8];[6, 4];2;float32
         1;[2048, 8192];[2048, 4096];2;float32
-    """)
+    """,
+    )
     return root
 
 
 def multikernelbench(root: Path) -> Path:
     _write(root / "dataset.py", "tasks = {}\n")
-    _write(root / "reference" / "activation" / "relu_mini.py", """
+    _write(
+        root / "reference" / "activation" / "relu_mini.py",
+        """
         import torch
         import torch.nn as nn
 
@@ -276,9 +338,12 @@ def multikernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return []
-    """)
+    """,
+    )
     level1 = root / "reference" / "npukernelbench_level1"
-    _write(level1 / "1_gelu_mini.py", """
+    _write(
+        level1 / "1_gelu_mini.py",
+        """
         import torch
         import torch.nn as nn
         import json
@@ -306,18 +371,33 @@ def multikernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return []
-    """)
+    """,
+    )
     lines = [
-        {"inputs": [{"name": "x", "type": "tensor", "dtype": "float32", "shape": [128]},
-                    {"name": "approximate", "type": "attr", "dtype": "str", "value": "none"}]},
-        {"inputs": [{"name": "x", "type": "tensor", "dtype": "float16", "shape": [16, 32]},
-                    {"name": "approximate", "type": "attr", "dtype": "str", "value": "tanh"}]},
-        {"inputs": [{"name": "x", "type": "tensor", "dtype": "float32", "shape": [7, 15, 23]},
-                    {"name": "approximate", "type": "attr", "dtype": "str", "value": "none"}]},
+        {
+            "inputs": [
+                {"name": "x", "type": "tensor", "dtype": "float32", "shape": [128]},
+                {"name": "approximate", "type": "attr", "dtype": "str", "value": "none"},
+            ]
+        },
+        {
+            "inputs": [
+                {"name": "x", "type": "tensor", "dtype": "float16", "shape": [16, 32]},
+                {"name": "approximate", "type": "attr", "dtype": "str", "value": "tanh"},
+            ]
+        },
+        {
+            "inputs": [
+                {"name": "x", "type": "tensor", "dtype": "float32", "shape": [7, 15, 23]},
+                {"name": "approximate", "type": "attr", "dtype": "str", "value": "none"},
+            ]
+        },
     ]
     (level1 / "1_gelu_mini.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
     level2 = root / "reference" / "npukernelbench_level2"
-    _write(level2 / "1_rotary_mini.py", """
+    _write(
+        level2 / "1_rotary_mini.py",
+        """
         import torch
         import torch.nn as nn
         import json
@@ -340,15 +420,19 @@ def multikernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return []
-    """)
-    (level2 / "1_rotary_mini.json").write_text(json.dumps(
-        {"inputs": [{"name": "x", "type": "tensor", "dtype": "float32", "shape": [2, 8, 16]}]}) + "\n")
+    """,
+    )
+    (level2 / "1_rotary_mini.json").write_text(
+        json.dumps({"inputs": [{"name": "x", "type": "tensor", "dtype": "float32", "shape": [2, 8, 16]}]}) + "\n"
+    )
     return root
 
 
 def kernelbench(root: Path) -> Path:
     bench = root / "KernelBench"
-    _write(bench / "level1" / "1_Square_matmul_mini.py", """
+    _write(
+        bench / "level1" / "1_Square_matmul_mini.py",
+        """
         import torch
         import torch.nn as nn
 
@@ -374,8 +458,11 @@ def kernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return []  # no parameters
-    """)
-    _write(bench / "level2" / "5_Gemm_Dropout_mini.py", """
+    """,
+    )
+    _write(
+        bench / "level2" / "5_Gemm_Dropout_mini.py",
+        """
         import torch
         import torch.nn as nn
 
@@ -404,8 +491,11 @@ def kernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return [in_features, out_features, p]
-    """)
-    _write(bench / "level3" / "7_Selective_scan_mini.py", """
+    """,
+    )
+    _write(
+        bench / "level3" / "7_Selective_scan_mini.py",
+        """
         import torch
         import torch.nn as nn
         from mamba_ssm.ops.selective_scan_interface import selective_scan_fn  # a CUDA package, not installed
@@ -422,5 +512,6 @@ def kernelbench(root: Path) -> Path:
 
         def get_init_inputs():
             return []
-    """)
+    """,
+    )
     return root

@@ -22,7 +22,6 @@ from sage_mcp.cli import cli
 import benchmark_trees
 
 
-
 def _hand_written(folder: Path, tid: str, forward: str, inputs: str = "[torch.randn(4, 8)]") -> None:
     body = f"""
         import torch
@@ -47,8 +46,15 @@ def _hand_written(folder: Path, tid: str, forward: str, inputs: str = "[torch.ra
 
 
 def fast_config(tmp_path: Path) -> Config:
-    return Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=2,
-                  timing_budget_s=0.05, timing_min_reps=3, timing_max_reps=10, timing_warmup=1)
+    return Config(
+        db_path=tmp_path / "m.db",
+        cache_dir=tmp_path / "cache",
+        correctness_trials=2,
+        timing_budget_s=0.05,
+        timing_min_reps=3,
+        timing_max_reps=10,
+        timing_warmup=1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +79,9 @@ def checked(tmp_path_factory):
     # Its outputs are all far under atol: zeros would pass the plain tolerance, not one relative to their scale.
     _hand_written(suite, "tiny_outputs", "return torch.softmax(x, dim=-1)", inputs="[torch.rand(2, 393216)]")
     calls = []
-    report = check_suite(list_suite(suite), fast_config(tmp), backend="cpu", jobs=2,
-                         progress=lambda done, total, message: calls.append((done, total)))
+    report = check_suite(
+        list_suite(suite), fast_config(tmp), backend="cpu", jobs=2, progress=lambda done, total, message: calls.append((done, total))
+    )
     return report, calls
 
 
@@ -126,9 +133,11 @@ def test_failures_are_grouped_by_cause(checked):
     assert by_id["broken_inputs"].cause == "reference fails: IndexError"
     assert by_id["aborts"].cause == "reference fails: SIGABRT"
     assert by_id["scale_list_in_place"].status == "correct", by_id["scale_list_in_place"]
-    assert report.summary["failures"] == {"not reproducible: random numbers in forward": ["noisy"],
-                                          "reference fails: IndexError": ["broken_inputs"],
-                                          "reference fails: SIGABRT": ["aborts"]}
+    assert report.summary["failures"] == {
+        "not reproducible: random numbers in forward": ["noisy"],
+        "reference fails: IndexError": ["broken_inputs"],
+        "reference fails: SIGABRT": ["aborts"],
+    }
     assert report.summary["goals"]["correct_pct"]["met"] is False
 
 
@@ -139,8 +148,7 @@ def test_progress_counts_every_task_once(checked):
 
 
 def test_summary_reports_median_and_quartiles_of_self_speedup():
-    checks = [TaskCheck(f"t{i}", "b", "correct", speedup=s, seconds=float(i)) for i, s in
-              enumerate([0.9, 1.0, 1.0, 1.1, 1.3])]
+    checks = [TaskCheck(f"t{i}", "b", "correct", speedup=s, seconds=float(i)) for i, s in enumerate([0.9, 1.0, 1.0, 1.1, 1.3])]
     checks.append(TaskCheck("npu", "b", "cannot_run", cause="needs NPU"))
     summary = summarize(checks)
     assert summary["runnable"] == 5 and summary["correct_pct"] == 100.0
@@ -165,41 +173,61 @@ def test_cli_check_prints_json_and_exits_one_when_a_runnable_task_fails(tmp_path
     _hand_written(suite, "noisy", "return x + torch.rand_like(x)")
     # No SAGE_CANDIDATE_ROOTS, and the suite lies outside the working
     # directory: a folder typed on the command line is the user's own choice.
-    env = {"SAGE_CANDIDATE_ROOTS": None, "SAGE_CACHE_DIR": str(tmp_path / "cache"),
-           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    env = {
+        "SAGE_CANDIDATE_ROOTS": None,
+        "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+        "SAGE_CORRECTNESS_TRIALS": "1",
+        "SAGE_TIMING_BUDGET_S": "0.05",
+        "SAGE_TIMING_MIN_REPS": "3",
+    }
     assert Path.cwd() not in suite.parents
     runner = CliRunner()
-    result = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", str(suite), "--json"], env=env,
-                           catch_exceptions=False)
+    result = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", str(suite), "--json"], env=env, catch_exceptions=False)
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     assert [(t["id"], t["status"]) for t in report["tasks"]] == [("double", "correct"), ("noisy", "failed")]
     assert report["summary"]["correct_pct"] == 50.0 and report["backend"] == "cpu"
-    table = runner.invoke(cli, ["--db", str(tmp_path / "m.db"), "suite", "check", "--suite", str(suite),
-                                "--tasks", "double"], env=env, catch_exceptions=False)
+    table = runner.invoke(
+        cli, ["--db", str(tmp_path / "m.db"), "suite", "check", "--suite", str(suite), "--tasks", "double"], env=env, catch_exceptions=False
+    )
     assert table.exit_code == 0, table.output
     assert "1 tasks, 1 runnable, 1 correct (100.0%)" in table.stdout
 
 
-@pytest.mark.parametrize(("status", "message", "cause"), [
-    # Either process may die first; both run the reference's code.
-    ("crashed", "the reference process died (SIGABRT) while checking case 17/30", "reference fails: SIGABRT"),
-    ("crashed", "the child died of SIGSEGV (invalid memory access: out-of-bounds pointer or index)",
-     "reference fails: SIGSEGV"),
-    ("crashed", "the child was killed (SIGKILL); most often the kernel's out-of-memory killer", "out of memory"),
-    ("runtime_error", "the reference's forward failed: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
-     "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.", "out of memory"),
-    ("runtime_error", "the reference's forward failed: IndexError: index 2605 is out of bounds",
-     "reference fails: IndexError"),
-    # A fault of the harness itself, as sparse inputs once caused, against an operator the backend lacks.
-    ("runtime_error", "the candidate process failed inside the sandbox: NotImplementedError: Could not run "
-     "'aten::equal' with arguments from the 'SparseCPU' backend.", "harness: NotImplementedError"),
-    ("runtime_error", "the reference's forward failed: NotImplementedError: Could not run 'aten::_foo' with "
-     "arguments from the 'SparseCPU' backend.", "unsupported on this backend"),
-    # Sparse inputs are handled; sparse outputs are not compared yet.
-    ("incorrect", "case default trial 0: output: expected a dense torch.Tensor, got a torch.sparse_coo / cpu tensor",
-     "harness: sparse tensor outputs"),
-])
+@pytest.mark.parametrize(
+    ("status", "message", "cause"),
+    [
+        # Either process may die first; both run the reference's code.
+        ("crashed", "the reference process died (SIGABRT) while checking case 17/30", "reference fails: SIGABRT"),
+        ("crashed", "the child died of SIGSEGV (invalid memory access: out-of-bounds pointer or index)", "reference fails: SIGSEGV"),
+        ("crashed", "the child was killed (SIGKILL); most often the kernel's out-of-memory killer", "out of memory"),
+        (
+            "runtime_error",
+            "the reference's forward failed: RuntimeError: [enforce fail at alloc_cpu.cpp:127] err == 0. "
+            "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes.",
+            "out of memory",
+        ),
+        ("runtime_error", "the reference's forward failed: IndexError: index 2605 is out of bounds", "reference fails: IndexError"),
+        # A fault of the harness itself, as sparse inputs once caused, against an operator the backend lacks.
+        (
+            "runtime_error",
+            "the candidate process failed inside the sandbox: NotImplementedError: Could not run "
+            "'aten::equal' with arguments from the 'SparseCPU' backend.",
+            "harness: NotImplementedError",
+        ),
+        (
+            "runtime_error",
+            "the reference's forward failed: NotImplementedError: Could not run 'aten::_foo' with arguments from the 'SparseCPU' backend.",
+            "unsupported on this backend",
+        ),
+        # Sparse inputs are handled; sparse outputs are not compared yet.
+        (
+            "incorrect",
+            "case default trial 0: output: expected a dense torch.Tensor, got a torch.sparse_coo / cpu tensor",
+            "harness: sparse tensor outputs",
+        ),
+    ],
+)
 def test_causes_name_what_failed(status, message, cause):
     result = EvalResult(status=status, message=message, task="t", backend="cpu", hardware="cpu", candidate_hash="0")
     assert classify(result)[0] == cause
@@ -217,11 +245,22 @@ def test_a_check_killed_mid_run_keeps_the_rows_it_finished(tmp_path):
     _hand_written(suite, "b_hangs", "import time; time.sleep(3600); return x")
     rows = tmp_path / "rows.jsonl"
     report = tmp_path / "report.html"
-    env = {**os.environ, "SAGE_DB": str(tmp_path / "m.db"), "SAGE_CACHE_DIR": str(tmp_path / "cache"),
-           "SAGE_CORRECTNESS_TRIALS": "1", "SAGE_TIMING_BUDGET_S": "0.05", "SAGE_TIMING_MIN_REPS": "3"}
+    env = {
+        **os.environ,
+        "SAGE_DB": str(tmp_path / "m.db"),
+        "SAGE_CACHE_DIR": str(tmp_path / "cache"),
+        "SAGE_CORRECTNESS_TRIALS": "1",
+        "SAGE_TIMING_BUDGET_S": "0.05",
+        "SAGE_TIMING_MIN_REPS": "3",
+    }
     sage = [sys.executable, "-c", "from sage_mcp.cli import main; main()"]
-    proc = subprocess.Popen([*sage, "suite", "check", str(suite), "--rows", str(rows), "--report", str(report)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*sage, "suite", "check", str(suite), "--rows", str(rows), "--report", str(report)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (rows.exists() and rows.read_text().endswith("\n")):

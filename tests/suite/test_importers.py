@@ -56,9 +56,11 @@ def _run_cases(task, task_dir: Path) -> list[list]:
 
 @pytest.fixture
 def trees(tmp_path):
-    return {"npukernelbench": benchmark_trees.npukernelbench(tmp_path / "NPUKernelBench"),
-            "multikernelbench": benchmark_trees.multikernelbench(tmp_path / "MultiKernelBench"),
-            "kernelbench": benchmark_trees.kernelbench(tmp_path / "KernelBench")}
+    return {
+        "npukernelbench": benchmark_trees.npukernelbench(tmp_path / "NPUKernelBench"),
+        "multikernelbench": benchmark_trees.multikernelbench(tmp_path / "MultiKernelBench"),
+        "kernelbench": benchmark_trees.kernelbench(tmp_path / "KernelBench"),
+    }
 
 
 def test_every_layout_is_recognised_in_its_tree(trees):
@@ -67,9 +69,14 @@ def test_every_layout_is_recognised_in_its_tree(trees):
     assert detect_layout(mkb / "reference" / "npukernelbench_level1" / "1_gelu_mini.py") == "multikernelbench"
     assert detect_layout(kb / "KernelBench" / "level1" / "1_Square_matmul_mini.py") == "kernelbench"
     assert detect_layout(nkb / "framework" / "utils.py") is None
-    assert [p.name for p, _ in find_tasks(nkb)] == ["ClipByValueMini", "HalfScaleMini", "BatchNormMini",
-                                                     "MatmulRowsMini", "StridedAssignMini",
-                                                     "DoubleNoiseMini"]
+    assert [p.name for p, _ in find_tasks(nkb)] == [
+        "ClipByValueMini",
+        "HalfScaleMini",
+        "BatchNormMini",
+        "MatmulRowsMini",
+        "StridedAssignMini",
+        "DoubleNoiseMini",
+    ]
     assert sorted(kind for _, kind in find_tasks(mkb)) == ["kernelbench", "multikernelbench", "multikernelbench"]
 
 
@@ -80,8 +87,7 @@ def test_a_checkouts_own_scripts_are_not_taken_for_tasks(trees):
     for folder in ("scripts", "src"):
         tool = kb / folder / "baseline_time.py"
         tool.parent.mkdir(parents=True, exist_ok=True)
-        tool.write_text("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    pass\n\n\n"
-                        "def get_inputs():\n    return []\n")
+        tool.write_text("import torch.nn as nn\n\n\nclass Model(nn.Module):\n    pass\n\n\ndef get_inputs():\n    return []\n")
     assert find_tasks(kb) == levels and all("KernelBench" in p.parts for p, _ in levels)
 
 
@@ -115,8 +121,7 @@ def test_npukernelbench_task_runs_on_cpu_with_typed_parameters_and_integer_input
 
 
 def test_a_helper_package_still_imported_travels_read_only_with_the_task(trees, tmp_path):
-    (task,) = import_tasks(trees["npukernelbench"] / "tasks" / "level2" / "Activation" / "HalfScaleMini",
-                           tmp_path / "out")
+    (task,) = import_tasks(trees["npukernelbench"] / "tasks" / "level2" / "Activation" / "HalfScaleMini", tmp_path / "out")
     meta = json.loads((task.path / "task.json").read_text())
     assert meta["import_roots"] == ["lib"] and meta["origin"]["helpers"] == ["framework"]
     copied = task.path / "lib" / "framework" / "scales.py"
@@ -128,8 +133,7 @@ def test_a_helper_package_still_imported_travels_read_only_with_the_task(trees, 
     outputs = run_reference_cases(task.path)
     assert outputs[0][0].shape == (33, 17)
     # Importing again over it works although the helper files are read-only.
-    (again,) = import_tasks(trees["npukernelbench"] / "tasks" / "level2" / "Activation" / "HalfScaleMini",
-                            tmp_path / "out", overwrite=True)
+    (again,) = import_tasks(trees["npukernelbench"] / "tasks" / "level2" / "Activation" / "HalfScaleMini", tmp_path / "out", overwrite=True)
     assert again.path == task.path
 
 
@@ -143,8 +147,7 @@ def test_multikernelbench_json_lines_become_cases_run_by_the_original_builder(tr
     outputs = run_reference_cases(gelu.path)
     assert [tuple(o[0].shape) for o in outputs] == [(128,), (16, 32), (7, 15, 23)]
     assert outputs[1][0].dtype == torch.float16
-    assert imported["rotary_mini"].requires == ["npu: imports torch_npu (line 11)",
-                                                "npu: calls torch_npu.npu_rotary_mul (line 12)"]
+    assert imported["rotary_mini"].requires == ["npu: imports torch_npu (line 11)", "npu: calls torch_npu.npu_rotary_mul (line 12)"]
     assert imported["relu_mini"].layout == "kernelbench" and imported["relu_mini"].requires == []
 
 
@@ -175,11 +178,13 @@ def test_origin_names_the_commit_of_a_git_checkout(trees, tmp_path):
 
 def test_ids_that_clash_within_one_import_get_their_level(tmp_path):
     for level in ("level1", "level2"):
-        benchmark_trees._write(tmp_path / "src" / "KernelBench" / level / "3_Relu.py",
-                               "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n"
-                               "    def forward(self, x):\n        return x.relu()\n"
-                               "def get_inputs():\n    return [torch.randn(4)]\n"
-                               "def get_init_inputs():\n    return []\n")
+        benchmark_trees._write(
+            tmp_path / "src" / "KernelBench" / level / "3_Relu.py",
+            "import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n"
+            "    def forward(self, x):\n        return x.relu()\n"
+            "def get_inputs():\n    return [torch.randn(4)]\n"
+            "def get_init_inputs():\n    return []\n",
+        )
     ids = [t.id for t in import_tasks(tmp_path / "src", tmp_path / "out")]
     assert ids == ["relu", "relu_l2"]
 
@@ -215,12 +220,12 @@ def test_path_with_no_task_or_a_bad_scale_is_refused(tmp_path):
         import_tasks(tmp_path, tmp_path / "out", scale="cpu")
 
 
-
 def test_import_roots_must_be_folders_inside_the_task_with_the_roots_line(tmp_path):
     task = tmp_path / "t"
     (task / "lib").mkdir(parents=True)
-    (task / "reference.py").write_text("import torch\nclass Model(torch.nn.Module):\n    pass\n"
-                                       "def get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    (task / "reference.py").write_text(
+        "import torch\nclass Model(torch.nn.Module):\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n"
+    )
     meta = {"name": "t", "operator": "t", "family": "t", "level": 1}
     (task / "task.json").write_text(json.dumps({**meta, "import_roots": ["../elsewhere"]}))
     with pytest.raises(InvalidInput, match="inside"):

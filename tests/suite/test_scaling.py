@@ -109,10 +109,20 @@ def scaled(tmp_path_factory):
     nkb = benchmark_trees.npukernelbench(tmp / "nkb")
     mkb_level = tmp / "mkb" / "reference" / "npukernelbench_level2"
     benchmark_trees._write(mkb_level / "3_table_grad_mini.py", CONSTRUCTOR_SIZES)
-    (mkb_level / "3_table_grad_mini.json").write_text("".join(
-        json.dumps({"inputs": [{"name": "grad", "type": "tensor", "dtype": "float32", "shape": [*rows, 4096]},
-                               {"name": "ids", "type": "tensor", "dtype": "int64", "shape": rows}]}) + "\n"
-        for rows in TABLE_ROWS))
+    (mkb_level / "3_table_grad_mini.json").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "inputs": [
+                        {"name": "grad", "type": "tensor", "dtype": "float32", "shape": [*rows, 4096]},
+                        {"name": "ids", "type": "tensor", "dtype": "int64", "shape": rows},
+                    ]
+                }
+            )
+            + "\n"
+            for rows in TABLE_ROWS
+        )
+    )
     config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache")
     with Harness(config) as harness:
         cpu = harness.backend("cpu")
@@ -164,7 +174,7 @@ def test_sizes_the_meta_device_cannot_estimate_are_measured_on_the_cpu(scaled):
     task = load_task(tasks["matmul_rows_mini"].path)
     assert task.cases[0] == {"m": 40, "k": 24, "n": 16}
     large = task.cases[1]
-    assert large["m"] * large["k"] * large["n"] < 2048 ** 3
+    assert large["m"] * large["k"] * large["n"] < 2048**3
     cost = task.origin["cost_ms"][1]
     assert cost["measured"] is not None and cost["measured"] < cost["original_estimate"]
 

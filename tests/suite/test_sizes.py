@@ -66,8 +66,12 @@ def test_equal_sizes_are_halved_together_first():
 def test_a_last_index_is_halved_with_its_size_and_stays_one_below_it():
     # MultiKernelBench's nll_loss: targets drawn from [0, C - 1] for C classes.
     for classes in (4096, 128000, 15259):
-        case = {"case_inputs": [{"name": "input", "type": "tensor", "shape": [2, classes, 64]},
-                                {"name": "target", "type": "tensor", "shape": [2, 64], "range": [0, classes - 1]}]}
+        case = {
+            "case_inputs": [
+                {"name": "input", "type": "tensor", "shape": [2, classes, 64]},
+                {"name": "target", "type": "tensor", "shape": [2, 64], "range": [0, classes - 1]},
+            ]
+        }
         slots = sizes.case_slots(case)
         current = {s.key: s.value for s in slots}
         first = sizes.proposals(slots, current, set())[0]
@@ -80,9 +84,12 @@ def test_a_last_index_is_halved_with_its_size_and_stays_one_below_it():
 
 
 def test_case_text_and_json_shapes_are_rewritten_in_their_own_form():
-    case = {"input_shape": "[48, 128, 256]", "dtype": "float16", "flag": True,
-            "case_inputs": [{"name": "x", "type": "tensor", "shape": [1, 128, 4096]},
-                            {"name": "dim", "type": "attr", "value": -1}]}
+    case = {
+        "input_shape": "[48, 128, 256]",
+        "dtype": "float16",
+        "flag": True,
+        "case_inputs": [{"name": "x", "type": "tensor", "shape": [1, 128, 4096]}, {"name": "dim", "type": "attr", "value": -1}],
+    }
     slots = sizes.case_slots(case)
     assert {s.name for s in slots} == {"input_shape", "x", "dim"}
     out = sizes.apply_case(case, {("case", "input_shape", "text", 2): 128, ("case", "case_inputs", 0, "shape", 2): 512})
@@ -113,7 +120,6 @@ def test_sizes_the_constructor_fixes_are_slots_and_are_rewritten_in_place():
     )
     # Only literal sizes assigned once, directly in Model's constructor
     # (an annotated one included); parameters, reassigned names and other classes are not.
-    assert [(s.key, s.value) for s in sizes.init_slots(source)] == [(("attr", "vocab_size"), 65536),
-                                                                    (("attr", "hidden_size"), 4096)]
+    assert [(s.key, s.value) for s in sizes.init_slots(source)] == [(("attr", "vocab_size"), 65536), (("attr", "hidden_size"), 4096)]
     out = sizes.apply_init(source, {("attr", "vocab_size"): 16384, ("attr", "hidden_size"): 512, ("const", "n"): 8})
     assert out == source.replace("= 65536  #", "= 16384  #").replace("int = 4096", "int = 512")

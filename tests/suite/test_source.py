@@ -21,7 +21,8 @@ def _module(text: str) -> types.ModuleType:
 
 
 def test_npu_imports_and_imports_only_dropped_code_used_are_removed():
-    tree = ast.parse(textwrap.dedent("""
+    tree = ast.parse(
+        textwrap.dedent("""
         import torch
         import torch_npu
         from torch_npu.contrib import transfer_to_npu
@@ -30,14 +31,16 @@ def test_npu_imports_and_imports_only_dropped_code_used_are_removed():
 
         def get_inputs(param):
             return [torch.ones(math.prod([2, 3]))]
-    """))
+    """)
+    )
     text = ast.unparse(source.strip_imports(tree))
     assert "torch_npu" not in text and "framework" not in text
     assert "import math" in text and "import torch" in text
 
 
 def test_integer_draws_in_builders_give_valid_values_of_that_dtype():
-    tree = ast.parse(textwrap.dedent("""
+    tree = ast.parse(
+        textwrap.dedent("""
         import torch
 
         def get_inputs(dtype):
@@ -46,7 +49,8 @@ def test_integer_draws_in_builders_give_valid_values_of_that_dtype():
             z = torch.empty(6, dtype=dtype).uniform_(1, 4)
             w = torch.rand(3, dtype=torch.float16)
             return x, y, z, w
-    """))
+    """)
+    )
     assert randomness.shim_random_inputs(tree, {"get_inputs"})
     assert "torch.rand(3, dtype=torch.float16)" in ast.unparse(tree), "float draws are left as written"
     module = _module(ast.unparse(tree))
@@ -86,9 +90,11 @@ def test_a_forward_that_draws_random_numbers_becomes_a_function_of_its_inputs():
     first = model(x)
     torch.rand(100)  # moves the global generator on
     assert torch.equal(first, model(x))
-    quiet = ast.parse("import torch.nn as nn\nclass Model(nn.Module):\n"
-                      "    def __init__(self):\n        super().__init__()\n        self.d = nn.Dropout(0.0)\n"
-                      "    def forward(self, x):\n        return self.d(x)\n")
+    quiet = ast.parse(
+        "import torch.nn as nn\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.d = nn.Dropout(0.0)\n"
+        "    def forward(self, x):\n        return self.d(x)\n"
+    )
     assert not randomness.random_in_forward(quiet)
 
 
@@ -113,20 +119,26 @@ def test_a_layer_built_inside_forward_is_seeded_and_one_built_in_init_is_left_al
     model = _module(ast.unparse(tree)).Model()
     x = torch.randn(2, 4, 16)
     assert torch.equal(model(x, 5), model(x, 5))
-    in_init = ast.parse("import torch.nn as nn\nclass Model(nn.Module):\n"
-                        "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n"
-                        "    def forward(self, x):\n        return nn.ReLU()(self.conv(x))\n")
+    in_init = ast.parse(
+        "import torch.nn as nn\nclass Model(nn.Module):\n"
+        "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv2d(3, 8, 3)\n"
+        "    def forward(self, x):\n        return nn.ReLU()(self.conv(x))\n"
+    )
     assert not randomness.random_in_forward(in_init)
     # KernelBench's level-3 models build their layers through helpers called from __init__.
-    helper = ast.parse("import torch.nn as nn\n"
-                       "def conv_bn(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))\n"
-                       "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                       "        self.block = conv_bn(8)\n    def forward(self, x):\n        return self.block(x)\n")
+    helper = ast.parse(
+        "import torch.nn as nn\n"
+        "def conv_bn(c):\n    return nn.Sequential(nn.Conv2d(c, c, 3), nn.BatchNorm2d(c))\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.block = conv_bn(8)\n    def forward(self, x):\n        return self.block(x)\n"
+    )
     assert not randomness.random_in_forward(helper)
 
 
 def test_requirements_come_from_calls_not_from_imports_guards_or_comments():
-    needs = source.requirements(ast.parse(textwrap.dedent('''
+    needs = source.requirements(
+        ast.parse(
+            textwrap.dedent('''
         """Replaces torch_npu.npu_rotary_mul"""
         import torch
 
@@ -137,9 +149,10 @@ def test_requirements_come_from_calls_not_from_imports_guards_or_comments():
 
         def to_gpu(x):
             return x.cuda()
-    ''')))
-    assert [(r.kind, r.reason) for r in needs] == [("npu", "calls torch_npu.npu_rotary_mul"),
-                                                 ("cuda", "moves tensors with .cuda()")]
+    ''')
+        )
+    )
+    assert [(r.kind, r.reason) for r in needs] == [("npu", "calls torch_npu.npu_rotary_mul"), ("cuda", "moves tensors with .cuda()")]
     assert source.requirements(ast.parse("import torch\nx = torch.zeros(3, device='cpu')\n")) == []
 
 

@@ -34,8 +34,7 @@ def _python_candidate_params(prefix: str):
     case through the harness (tests/evaluation/test_suite_solutions.py),
     whose build cache this check cannot share: a second build of each would
     cost a minute of CPU apiece."""
-    return [pytest.param(task_id, path, id=f"{task_id}/{path.stem}")
-            for task_id, path in _candidates(prefix) if not _is_cpp(path)]
+    return [pytest.param(task_id, path, id=f"{task_id}/{path.stem}") for task_id, path in _candidates(prefix) if not _is_cpp(path)]
 
 
 def _signature(path: Path, class_name: str) -> dict[str, list[str]]:
@@ -126,7 +125,10 @@ def triton_results():
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
         [sys.executable, str(Path(sc.__file__))],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     results = {}
@@ -137,9 +139,7 @@ def triton_results():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "task_id,path", [pytest.param(t, p, id=f"{t}/{p.stem}") for t, p in _candidates("triton_")]
-)
+@pytest.mark.parametrize("task_id,path", [pytest.param(t, p, id=f"{t}/{p.stem}") for t, p in _candidates("triton_")])
 def test_triton_candidate_matches_reference_in_the_interpreter(task_id, path, triton_results):
     assert triton_results[(task_id, path.name)] == []
 

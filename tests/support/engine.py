@@ -16,17 +16,27 @@ def share_calibration(cache_dir: Path, shared: Path) -> Path:
     return cache_dir
 
 
-def make_result(status: str = "correct", ms: float | None = 1.0, speedup: float | None = None, task: str = "t",
-                trusted: bool | None = None) -> EvalResult:
+def make_result(
+    status: str = "correct", ms: float | None = 1.0, speedup: float | None = None, task: str = "t", trusted: bool | None = None
+) -> EvalResult:
     """An evaluation outcome as a harness would report it; used where a test
     is about memory and credit, not about running kernels. A speedup is
     trusted unless `trusted` says otherwise."""
     timing = TimingStats(median_ms=ms, iqr_ms=0.0, mean_ms=ms, min_ms=ms, reps=10) if ms else None
     if speedup is not None and trusted is None:
         trusted = True
-    return EvalResult(status=status, task=task, backend="cpu", hardware="x86_64", candidate_hash="0" * 16,
-                      correct=status == "correct", candidate_timing=timing, speedup=speedup, speedup_trusted=trusted,
-                      speedup_note=None if trusted is not False else "unverified: skipped reading inputs")
+    return EvalResult(
+        status=status,
+        task=task,
+        backend="cpu",
+        hardware="x86_64",
+        candidate_hash="0" * 16,
+        correct=status == "correct",
+        candidate_timing=timing,
+        speedup=speedup,
+        speedup_trusted=trusted,
+        speedup_note=None if trusted is not False else "unverified: skipped reading inputs",
+    )
 
 
 def table_rows(engine: Engine) -> dict[str, list[dict]]:

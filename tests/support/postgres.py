@@ -57,15 +57,31 @@ class Cluster:
         return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
     def start(self) -> None:
-        options = (f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        subprocess.run(self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
-                                 "-l", str(self.data / "server.log"), "-w", "-t", "60", "start"),
-                       check=True, capture_output=True, timeout=90)
+        options = (
+            f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
+        subprocess.run(
+            self._cmd(
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-o",
+                options,
+                "-l",
+                str(self.data / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ),
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
 
     def stop(self, mode: str = "fast") -> None:
-        subprocess.run(self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"),
-                       capture_output=True, timeout=60)
+        subprocess.run(self._cmd(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop"), capture_output=True, timeout=60)
 
     def create_database(self) -> str:
         import psycopg
@@ -101,9 +117,12 @@ def start_cluster() -> Cluster:
         for path in (root, data):
             os.chown(path, entry.pw_uid, entry.pw_gid)
     cluster = Cluster(bin_, data, _free_port(), owner)
-    init = subprocess.run(cluster._cmd(str(bin_ / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust",
-                                       "--no-sync", "-E", "UTF8", "--locale=C"),
-                          capture_output=True, text=True, timeout=120)
+    init = subprocess.run(
+        cluster._cmd(str(bin_ / "initdb"), "-D", str(data), "-U", SUPERUSER, "--auth=trust", "--no-sync", "-E", "UTF8", "--locale=C"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if init.returncode != 0:
         shutil.rmtree(root, ignore_errors=True)
         raise RuntimeError(f"initdb failed: {init.stderr.strip()[-500:]}")

@@ -48,7 +48,7 @@ def _processes() -> list[tuple[int, list[str]]]:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            out.append((int(entry), stat[stat.rfind(")") + 2:].split()))
+            out.append((int(entry), stat[stat.rfind(")") + 2 :].split()))
     return out
 
 
@@ -141,10 +141,21 @@ class Cluster:
             with open(log_path, "wb") as log:
                 # A node's workers run on the interpreter that ran `ray start`.
                 proc = subprocess.Popen(
-                    [*([python] if python else []), str(RAY), "start", "--block", "--disable-usage-stats",
-                     "--node-ip-address", "127.0.0.1",
-                     "--resources", json.dumps(resources), *args],
-                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                    [
+                        *([python] if python else []),
+                        str(RAY),
+                        "start",
+                        "--block",
+                        "--disable-usage-stats",
+                        "--node-ip-address",
+                        "127.0.0.1",
+                        "--resources",
+                        json.dumps(resources),
+                        *args,
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
                     env={**os.environ, **self.env},
                 )
             node = Node(name, proc, resources)
@@ -162,16 +173,30 @@ class Cluster:
         raise RuntimeError(f"ray node {name} did not start, twice: {output}")
 
     def start_head(self, num_cpus: int = 1) -> None:
-        self.head = self._start("head", ["--head", "--port", str(self.port), "--temp-dir", str(self.temp / "ray"),
-                                         "--num-cpus", str(num_cpus), "--include-dashboard", "true",
-                                         "--dashboard-host", "127.0.0.1", "--dashboard-port", str(_free_port())],
-                                {"sage_test_head": 1})
+        self.head = self._start(
+            "head",
+            [
+                "--head",
+                "--port",
+                str(self.port),
+                "--temp-dir",
+                str(self.temp / "ray"),
+                "--num-cpus",
+                str(num_cpus),
+                "--include-dashboard",
+                "true",
+                "--dashboard-host",
+                "127.0.0.1",
+                "--dashboard-port",
+                str(_free_port()),
+            ],
+            {"sage_test_head": 1},
+        )
 
     def add_worker(self, name: str, labels: dict[str, float], num_cpus: int = 1, python: str | None = None) -> Node:
         """A worker node; `python` runs its `ray start` (and so its workers)
         instead of this virtualenv's interpreter."""
-        node = self._start(name, ["--address", self.address, "--num-cpus", str(num_cpus)],
-                           {**labels, f"sage_test_{name}": 1}, python)
+        node = self._start(name, ["--address", self.address, "--num-cpus", str(num_cpus)], {**labels, f"sage_test_{name}": 1}, python)
         self.workers[name] = node
         return node
 
@@ -192,11 +217,20 @@ class Cluster:
         while True:
             gone = [n for n in self.starting if n.proc.poll() is not None and not n.killed]
             if gone:
-                raise RuntimeError("; ".join(f"ray node {n.name} exited ({n.proc.returncode}): "
-                                             f"{(self.temp / f'{n.name}.log').read_text(errors='replace')[-1500:]}"
-                                             for n in gone))
-            alive = {k.removeprefix("sage_test_") for n in ray.nodes() if n["Alive"]
-                     for k in n.get("Resources", {}) if k.startswith("sage_test_")}
+                raise RuntimeError(
+                    "; ".join(
+                        f"ray node {n.name} exited ({n.proc.returncode}): "
+                        f"{(self.temp / f'{n.name}.log').read_text(errors='replace')[-1500:]}"
+                        for n in gone
+                    )
+                )
+            alive = {
+                k.removeprefix("sage_test_")
+                for n in ray.nodes()
+                if n["Alive"]
+                for k in n.get("Resources", {})
+                if k.startswith("sage_test_")
+            }
             expected = {n.name for n in self.starting if not n.killed}
             if alive == expected:
                 return

@@ -100,9 +100,14 @@ class AscendCompileBackend(SandboxBackend):
     def status(self) -> BackendStatus:
         ready, reason = self._ready()
         return BackendStatus(
-            name=NAME, ready=ready, hardware=self.config.chip, reason=reason,
-            setup="" if ready else f"run `{SETUP_COMMAND}` (builds a ~1.6 GB virtualenv under "
-                                   f"{self.env_path().parent}; about a minute with a warm pip cache)",
+            name=NAME,
+            ready=ready,
+            hardware=self.config.chip,
+            reason=reason,
+            setup=""
+            if ready
+            else f"run `{SETUP_COMMAND}` (builds a ~1.6 GB virtualenv under "
+            f"{self.env_path().parent}; about a minute with a warm pip cache)",
             timing_representative=False,
         )
 
@@ -119,8 +124,7 @@ class AscendCompileBackend(SandboxBackend):
                 self._probed = venv.probe_env(NAME, self.config)
             except (BackendUnavailable, subprocess.TimeoutExpired) as exc:
                 return False, str(exc)
-        return True, (f"triton-ascend interpreter for correctness, bishengir-compile front end for "
-                      f"{self.config.chip}; no timing (no NPU)")
+        return True, (f"triton-ascend interpreter for correctness, bishengir-compile front end for {self.config.chip}; no timing (no NPU)")
 
     def setup(self, log: Callable[[str], None] | None = None, *, force: bool = False) -> Path:
         return setup(self.config, log, force=force)
@@ -141,28 +145,34 @@ class AscendCompileBackend(SandboxBackend):
 
     def candidate_hook_args(self) -> dict[str, Any]:
         c = self.config
-        return {"autotune_configs": c.autotune_configs, "bounds": c.interpreter_bounds,
-                "version_note": "triton-ascend 3.2.0's interpreter"}
+        return {"autotune_configs": c.autotune_configs, "bounds": c.interpreter_bounds, "version_note": "triton-ascend 3.2.0's interpreter"}
 
     def timing_options(self) -> TimingOptions | None:
         return None  # an interpreter on a CPU says nothing about an NPU
 
-    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
-                    ) -> dict[str, Any]:
+    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None) -> dict[str, Any]:
         marker = venv.read_marker(self.env_path()) or {}
         # Keys as the child reports them (`triton_ascend`), so its versions merge over these.
         pins = dict(p.replace("-", "_").split("==", 1) for p in marker.get("packages", []) if "==" in p)
-        return {**super().base_fields(task, source, stamp, started), "backend": NAME, "hardware": self.config.chip,
-                "versions": pins}
+        return {**super().base_fields(task, source, stamp, started), "backend": NAME, "hardware": self.config.chip, "versions": pins}
 
     # -------------------------------------------------------------- evaluation
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
-                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
+    def evaluate(
+        self,
+        task: Task,
+        source: str,
+        *,
+        trials: int,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
+    ) -> EvalResult:
         chips = supported_chips(bishengir_path(self.env_path()))
         if self.config.chip not in chips:
-            raise InvalidInput(f"chip {self.config.chip!r} is not a target of the Ascend compile gate; "
-                               f"set SAGE_CHIP to one of {', '.join(chips)}")
+            raise InvalidInput(
+                f"chip {self.config.chip!r} is not a target of the Ascend compile gate; set SAGE_CHIP to one of {', '.join(chips)}"
+            )
         report = _ProgressRelay(progress)
         first, outcome = self.run_sandbox(task, source, trials, report, cancel, stamp)
         if outcome is None:
@@ -175,10 +185,16 @@ class AscendCompileBackend(SandboxBackend):
         if checked:
             info["autotune"] = checked
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
-            result = self._failed(first, info, [
-                KernelVerdict(d.kernel or "kernel", False, d.category, d.message, d.line)
-                for d in first.diagnostics if d.category == "grid_too_large"
-            ], launches)
+            result = self._failed(
+                first,
+                info,
+                [
+                    KernelVerdict(d.kernel or "kernel", False, d.category, d.message, d.line)
+                    for d in first.diagnostics
+                    if d.category == "grid_too_large"
+                ],
+                launches,
+            )
         elif first.status in ("correct", "incorrect", "runtime_error") and launches:
             report(report.total - 0.5, f"lowering {len(launches)} kernel launch(es) for {self.config.chip}")
             verdicts = self._compile(task, source, trials, launches, cancel)
@@ -194,27 +210,48 @@ class AscendCompileBackend(SandboxBackend):
                     result = result.model_copy(update={"diagnostics": result.diagnostics + skipped})
         elif first.status in ("correct", "incorrect"):
             info.update(front_end="not_run", note="the candidate launched no @triton.jit kernel; nothing was lowered")
-            result = first.model_copy(update={"compile_info": info, "diagnostics": first.diagnostics + [
-                Diagnostic(severity="warning", category="no_kernel",
-                           message="no @triton.jit kernel was launched, so the Ascend front end checked nothing")]})
+            result = first.model_copy(
+                update={
+                    "compile_info": info,
+                    "diagnostics": first.diagnostics
+                    + [
+                        Diagnostic(
+                            severity="warning",
+                            category="no_kernel",
+                            message="no @triton.jit kernel was launched, so the Ascend front end checked nothing",
+                        )
+                    ],
+                }
+            )
         else:
             info["front_end"] = "not_run"
             result = first.model_copy(update={"compile_info": {**first.compile_info, **info}})
         report.finish(result.status)
         return result
 
-    def _compile(self, task: Task, source: str, trials: int, launches: list,
-                 cancel: threading.Event | None) -> list[KernelVerdict] | EvalResult:
+    def _compile(
+        self, task: Task, source: str, trials: int, launches: list, cancel: threading.Event | None
+    ) -> list[KernelVerdict] | EvalResult:
         request = dataclasses.replace(
-            self.build_request(task, source, trials), runner=f"{WORKER}:run_compile",
+            self.build_request(task, source, trials),
+            runner=f"{WORKER}:run_compile",
             env={"TRITON_DISABLE_LINE_INFO": "false"},
-            runner_args={"launches": launches, "chip": self.config.chip, "bishengir": str(bishengir_path(self.env_path())),
-                         "bishengir_flags": list(BISHENGIR_FLAGS)})
+            runner_args={
+                "launches": launches,
+                "chip": self.config.chip,
+                "bishengir": str(bishengir_path(self.env_path())),
+                "bishengir_flags": list(BISHENGIR_FLAGS),
+            },
+        )
         outcome = self.pool.run(request, self.launch(interpret=False), lambda _event: None, cancel)
         if outcome.runner_result is None or "kernels" not in outcome.runner_result:
             failed = results.from_outcome(
-                outcome, base=self.base_fields(task, source), timeout_s=self.config.eval_timeout_s,
-                max_tasks=MAX_TASKS, timing_representative=False, suspicious_speedup=self.config.suspicious_speedup,
+                outcome,
+                base=self.base_fields(task, source),
+                timeout_s=self.config.eval_timeout_s,
+                max_tasks=MAX_TASKS,
+                timing_representative=False,
+                suspicious_speedup=self.config.suspicious_speedup,
                 last_progress="lowering kernels for the Ascend front end",
             )
             return failed.model_copy(update={"compile_info": {"chip": self.config.chip, "front_end": "crashed"}})
@@ -231,13 +268,17 @@ class AscendCompileBackend(SandboxBackend):
         for v in failed:
             if (v.kernel, v.category, v.line) not in seen:
                 seen.add((v.kernel, v.category, v.line))
-                diags.append(Diagnostic(line=v.line, category=v.category or "other", message=v.message,
-                                        kernel=v.kernel))
+                diags.append(Diagnostic(line=v.line, category=v.category or "other", message=v.message, kernel=v.kernel))
         note = f" (the interpreted run was {first.status})" if first.status in ("incorrect", "runtime_error") else ""
-        return first.model_copy(update={
-            "status": "compile_error", "correct": False, "compile_info": info, "diagnostics": diags,
-            "message": f"{top.category} in kernel {top.kernel} for {self.config.chip}: {top.message}{note}",
-        })
+        return first.model_copy(
+            update={
+                "status": "compile_error",
+                "correct": False,
+                "compile_info": info,
+                "diagnostics": diags,
+                "message": f"{top.category} in kernel {top.kernel} for {self.config.chip}: {top.message}{note}",
+            }
+        )
 
     def _passed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
         _mark_kernels(info, verdicts, launches)
@@ -262,19 +303,19 @@ def skipped_configs(verdicts: list[KernelVerdict], launches: list, chip: str) ->
         if v.passed or not group or group not in passing:
             out.append(v)
             continue
-        message = (f"autotune config [{launch.get('config', '')}] of {v.kernel}: {v.category} on {chip} "
-                   f"({v.message}); the device's autotuner skips a config that does not compile")
-        warnings.append(Diagnostic(severity="warning", category=v.category or "other", line=v.line,
-                                   kernel=v.kernel, message=message))
-        out.append(KernelVerdict(v.kernel, True, v.category, message, v.line, v.stage,
-                                 {**v.details, "skipped_by_autotuner": True}))
+        message = (
+            f"autotune config [{launch.get('config', '')}] of {v.kernel}: {v.category} on {chip} "
+            f"({v.message}); the device's autotuner skips a config that does not compile"
+        )
+        warnings.append(Diagnostic(severity="warning", category=v.category or "other", line=v.line, kernel=v.kernel, message=message))
+        out.append(KernelVerdict(v.kernel, True, v.category, message, v.line, v.stage, {**v.details, "skipped_by_autotuner": True}))
     return out, warnings
 
 
 def _kernel_info(launch: dict) -> dict[str, Any]:
-    return {k: launch[k] for k in ("kernel", "grid", "signature", "constants", "specialization", "launches", "options",
-                                  "config")
-            if k in launch}
+    return {
+        k: launch[k] for k in ("kernel", "grid", "signature", "constants", "specialization", "launches", "options", "config") if k in launch
+    }
 
 
 def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> None:
@@ -282,6 +323,5 @@ def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> 
     if len(verdicts) != len(launches):
         return
     for entry, verdict in zip(info["kernels"], verdicts):
-        entry["front_end"] = "passed" if verdict.passed and not verdict.details.get("skipped_by_autotuner") \
-            else verdict.category
+        entry["front_end"] = "passed" if verdict.passed and not verdict.details.get("skipped_by_autotuner") else verdict.category
         entry.update(verdict.details)

@@ -89,8 +89,7 @@ def classify_kernel(result: dict, candidate: Path | str) -> KernelVerdict:
             return KernelVerdict(kernel, False, category, msg, line if same_file else def_line, stage, details)
         if result.get("returncode") == 0 or any(s in output for s in _REACHED_HIVMC):
             return KernelVerdict(kernel, True, None, "front end passed", def_line, stage)
-        return KernelVerdict(kernel, False, "other", _last_meaningful_line(output) or "bishengir-compile failed",
-                             def_line, stage)
+        return KernelVerdict(kernel, False, "other", _last_meaningful_line(output) or "bishengir-compile failed", def_line, stage)
     if stage == "ttir":
         # The Python -> TTIR front end: the message's last line names the op.
         msg = _last_meaningful_line(output)
@@ -100,8 +99,7 @@ def classify_kernel(result: dict, candidate: Path | str) -> KernelVerdict:
         msg = _first_error_line(output) or _last_meaningful_line(output)
         category = "unsupported_op" if _UNSUPPORTED.search(output) else "lowering_failed"
         return KernelVerdict(kernel, False, category, msg, def_line, stage)
-    return KernelVerdict(kernel, False, "other", _last_meaningful_line(output) or f"stage {stage} failed",
-                         def_line, stage)
+    return KernelVerdict(kernel, False, "other", _last_meaningful_line(output) or f"stage {stage} failed", def_line, stage)
 
 
 def _first_error_line(text: str) -> str | None:

@@ -45,8 +45,18 @@ from sage_engine.evaluation.host import confine, machine, results, roofline, sta
 from sage_engine.evaluation.host.launch import Launch, confinement_for, sandboxing_for
 from sage_engine.evaluation.host.pool import WorkerPool
 from sage_engine.evaluation.host.variants import variants_for
-from sage_engine.evaluation.protocol import (MAX_TASKS, BuildSpec, Event, Limits, Outcome, ProfileOptions,
-                                             ProgressEvent, Request, TimingOptions, VerdictOptions)
+from sage_engine.evaluation.protocol import (
+    MAX_TASKS,
+    BuildSpec,
+    Event,
+    Limits,
+    Outcome,
+    ProfileOptions,
+    ProgressEvent,
+    Request,
+    TimingOptions,
+    VerdictOptions,
+)
 from sage_engine.evaluation.host.tasks import Task
 from sage_engine.models import BackendStatus, Diagnostic, EvalResult, MachineLimits, ProgressCallback
 
@@ -61,7 +71,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
 }
 SETUP_HINTS: dict[str, str] = {
     "ascend-compile": "needs its own virtualenv with triton-ascend, ascendnpu-ir, pybind11 and numpy<2 "
-                      "(built under the SAGE cache dir); no NPU required",
+    "(built under the SAGE cache dir); no NPU required",
     "npu": "needs an Ascend NPU host with CANN and a matching torch_npu installed",
     "cuda": "needs an NVIDIA GPU and a CUDA build of torch",
 }
@@ -91,8 +101,9 @@ class Backend(ABC):
     def pool(self) -> WorkerPool:
         if self._pool is None:
             c = self.config
-            self._pool = WorkerPool(warm=c.warm_pool, threads=c.eval_threads, slots=c.eval_workers,
-                                    sandboxing=sandboxing_for(c, confinement_for(c)))
+            self._pool = WorkerPool(
+                warm=c.warm_pool, threads=c.eval_threads, slots=c.eval_workers, sandboxing=sandboxing_for(c, confinement_for(c))
+            )
         return self._pool
 
     @abstractmethod
@@ -101,8 +112,14 @@ class Backend(ABC):
 
     @abstractmethod
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
+        self,
+        task: Task,
+        source: str,
+        *,
+        trials: int,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
     ) -> EvalResult:
         """A result for any candidate, however it fails; never raises for candidate faults.
         Once `cancel` is set the evaluation's processes are killed and it returns at once."""
@@ -147,9 +164,15 @@ class SandboxBackend(Backend):
         # Times that say nothing of a device get a short wall of their own:
         # running past it never turns a correct kernel into a timeout.
         wall = None if self.timing_representative else c.unrepresentative_timing_s
-        return TimingOptions(timer=self.timer, warmup=c.timing_warmup, min_reps=c.timing_min_reps,
-                             max_reps=c.timing_max_reps, budget_s=c.timing_budget_s, precision=c.timing_precision,
-                             wall_s=wall)
+        return TimingOptions(
+            timer=self.timer,
+            warmup=c.timing_warmup,
+            min_reps=c.timing_min_reps,
+            max_reps=c.timing_max_reps,
+            budget_s=c.timing_budget_s,
+            precision=c.timing_precision,
+            wall_s=wall,
+        )
 
     def profile_options(self) -> ProfileOptions | None:
         """Profile where the time goes after timing, where timing means something."""
@@ -174,22 +197,29 @@ class SandboxBackend(Backend):
                 found = self.calibration()
             except BackendUnavailable as exc:
                 note = str(exc)
-        return {"limits": found, "limits_note": note, "rules": roofline.Rules(
-            bandwidth_slack=c.profile_bandwidth_slack, flops_slack=c.profile_flops_slack)}
+        return {
+            "limits": found,
+            "limits_note": note,
+            "rules": roofline.Rules(bandwidth_slack=c.profile_bandwidth_slack, flops_slack=c.profile_flops_slack),
+        }
 
     def hardware(self) -> str:
         return machine.cpu_hardware()
 
-    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
-                    ) -> dict[str, Any]:
+    def base_fields(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None) -> dict[str, Any]:
         """The fields every result of this evaluation has, whatever became of it."""
-        return {"task": task.id, "backend": self.name, "hardware": self.hardware(),
-                "candidate_hash": machine.candidate_hash(source), "versions": dict(machine.host_versions()),
-                "confinement": stamp.confinement, "host": stamp.host,
-                "duration_s": round(time.monotonic() - started, 4) if started is not None else 0.0}
+        return {
+            "task": task.id,
+            "backend": self.name,
+            "hardware": self.hardware(),
+            "candidate_hash": machine.candidate_hash(source),
+            "versions": dict(machine.host_versions()),
+            "confinement": stamp.confinement,
+            "host": stamp.host,
+            "duration_s": round(time.monotonic() - started, 4) if started is not None else 0.0,
+        }
 
-    def static_check(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None
-                     ) -> EvalResult | None:
+    def static_check(self, task: Task, source: str, stamp: Stamp = Stamp(), started: float | None = None) -> EvalResult | None:
         """Syntax and anti-cheat checks before anything runs."""
         base = self.base_fields(task, source, stamp, started)
         ref_names = [task.id, task.reference_path.stem if task.reference_path else ""]
@@ -198,17 +228,25 @@ class SandboxBackend(Backend):
         try:
             findings = static_checks.check_source(source, forbid=task.forbid, reference_names=ref_names)
         except SyntaxError as exc:
-            diag = Diagnostic(category="syntax", message=f"SyntaxError: {exc.msg}", line=exc.lineno,
-                              column=exc.offset)
-            return EvalResult(**base, status="compile_error", message=f"line {exc.lineno}: SyntaxError: {exc.msg}",
-                              diagnostics=[diag, *stamp.notes], timing_representative=self.timing_representative)
+            diag = Diagnostic(category="syntax", message=f"SyntaxError: {exc.msg}", line=exc.lineno, column=exc.offset)
+            return EvalResult(
+                **base,
+                status="compile_error",
+                message=f"line {exc.lineno}: SyntaxError: {exc.msg}",
+                diagnostics=[diag, *stamp.notes],
+                timing_representative=self.timing_representative,
+            )
         if not findings:
             return None
-        diags = [Diagnostic(category="cheat", message=f"[{f.rule}] {f.message}", line=f.line, column=f.column)
-                 for f in findings]
+        diags = [Diagnostic(category="cheat", message=f"[{f.rule}] {f.message}", line=f.line, column=f.column) for f in findings]
         first = findings[0]
-        return EvalResult(**base, status="rejected", message=f"line {first.line}: {first.message}",
-                          diagnostics=[*diags, *stamp.notes], timing_representative=self.timing_representative)
+        return EvalResult(
+            **base,
+            status="rejected",
+            message=f"line {first.line}: {first.message}",
+            diagnostics=[*diags, *stamp.notes],
+            timing_representative=self.timing_representative,
+        )
 
     def build_request(self, task: Task, source: str, trials: int) -> Request:
         """The whole request, complete and frozen: nothing downstream changes it."""
@@ -218,19 +256,34 @@ class SandboxBackend(Backend):
             spec = dataclasses.replace(spec, variants=variants_for(task, c.edge_scale))
         build = self.build_spec(source)
         env = dict(self.child_env(task, source))
-        for var, sub in (build.vars.items() if build is not None else ()):
+        for var, sub in build.vars.items() if build is not None else ():
             env[var] = os.path.join(build.inside, sub) if sub else build.inside
         timing_options = self.timing_options()
         return Request(
-            token=secrets.token_hex(16), task=spec, timeout_s=c.eval_timeout_s, limits=self.limits(),
-            candidate_source=source, trials=trials, tolerance_mode=c.tolerance_mode, threads=c.eval_threads,
-            device=self.device, timing=timing_options, env=env, runner=self.runner,
-            candidate_hook=self.candidate_hook, candidate_hook_args=self.candidate_hook_args(),
-            build=build, profile=self.profile_options(),
+            token=secrets.token_hex(16),
+            task=spec,
+            timeout_s=c.eval_timeout_s,
+            limits=self.limits(),
+            candidate_source=source,
+            trials=trials,
+            tolerance_mode=c.tolerance_mode,
+            threads=c.eval_threads,
+            device=self.device,
+            timing=timing_options,
+            env=env,
+            runner=self.runner,
+            candidate_hook=self.candidate_hook,
+            candidate_hook_args=self.candidate_hook_args(),
+            build=build,
+            profile=self.profile_options(),
             progress_total=2 + len(spec.cases) + len(spec.variants) + (1 if timing_options else 0),
             seed=c.eval_seed if c.eval_seed is not None else secrets.randbits(31),
-            verdict=VerdictOptions(small_output_factor=c.small_output_factor, stale_checks=c.stale_checks,
-                                   stale_changes=c.stale_changes, churn_swaps=c.churn_swaps),
+            verdict=VerdictOptions(
+                small_output_factor=c.small_output_factor,
+                stale_checks=c.stale_checks,
+                stale_changes=c.stale_changes,
+                churn_swaps=c.churn_swaps,
+            ),
         )
 
     def candidate_hook_args(self) -> dict[str, Any]:
@@ -259,10 +312,16 @@ class SandboxBackend(Backend):
         inside = os.path.join(confine.BUILD_MOUNT, key) if self.pool.sandboxing.confinement.confined else str(cache)
         return BuildSpec(key=key, cache=str(cache), vars=self.build_vars(), inside=inside)
 
-
-    def run_sandbox(self, task: Task, source: str, trials: int, report: "_ProgressRelay",
-                    cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
-                    started: float | None = None) -> tuple[EvalResult, Any]:
+    def run_sandbox(
+        self,
+        task: Task,
+        source: str,
+        trials: int,
+        report: "_ProgressRelay",
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
+        started: float | None = None,
+    ) -> tuple[EvalResult, Any]:
         """Static checks, then the candidate in the sandbox. Returns the
         result and the worker's raw outcome (None when the static checks
         decided), so a backend can add what its children reported."""
@@ -276,10 +335,15 @@ class SandboxBackend(Backend):
         outcome = self.pool.run(request, self.launch_for(task), report.on_event, cancel)
         judging = self.judging(outcome, report)
         result = results.from_outcome(
-            outcome, base={**self.base_fields(task, source, stamp, started), "seed": request.seed},
-            notes=stamp.notes, timeout_s=self.config.eval_timeout_s, max_tasks=MAX_TASKS,
-            timing_representative=self.timing_representative, suspicious_speedup=self.config.suspicious_speedup,
-            last_progress=report.last_message, **judging,
+            outcome,
+            base={**self.base_fields(task, source, stamp, started), "seed": request.seed},
+            notes=stamp.notes,
+            timeout_s=self.config.eval_timeout_s,
+            max_tasks=MAX_TASKS,
+            timing_representative=self.timing_representative,
+            suspicious_speedup=self.config.suspicious_speedup,
+            last_progress=report.last_message,
+            **judging,
         )
         return result, outcome
 
@@ -290,8 +354,14 @@ class SandboxBackend(Backend):
         return result.model_copy(update={"profile": profile})
 
     def evaluate(
-        self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
-        cancel: threading.Event | None = None, stamp: Stamp = Stamp(),
+        self,
+        task: Task,
+        source: str,
+        *,
+        trials: int,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
     ) -> EvalResult:
         report = _ProgressRelay(progress)
         result, _ = self.run_sandbox(task, source, trials, report, cancel, stamp)
@@ -349,7 +419,10 @@ class CpuBackend(SandboxBackend):
         reason = "PyTorch candidates run here"
         reason += "; C++ candidates build with " + compiler if compiler else "; no C++ compiler found"
         return BackendStatus(
-            name=self.name, ready=True, hardware=self.hardware(), reason=reason,
+            name=self.name,
+            ready=True,
+            hardware=self.hardware(),
+            reason=reason,
             setup="" if compiler else "install g++ (and ninja) for C++ load_inline candidates",
             timing_representative=True,
         )
@@ -367,11 +440,18 @@ class UnavailableBackend(Backend):
         return self._name
 
     def status(self) -> BackendStatus:
-        return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup,
-                             timing_representative=False)
+        return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup, timing_representative=False)
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
-                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
+    def evaluate(
+        self,
+        task: Task,
+        source: str,
+        *,
+        trials: int,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
+    ) -> EvalResult:
         raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
 
 
@@ -384,8 +464,7 @@ def get_backend(name: str, config: Config, pool: WorkerPool | None = None) -> Ba
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
-        return UnavailableBackend(config, name, f"{module_name} is not part of this installation",
-                                  SETUP_HINTS.get(name, ""))
+        return UnavailableBackend(config, name, f"{module_name} is not part of this installation", SETUP_HINTS.get(name, ""))
     cls = getattr(module, class_name)
     return cls(config, pool)
 
@@ -407,6 +486,5 @@ def with_confinement(status: BackendStatus, confinement: confine.Confinement) ->
     `required` without bubblewrap the backend is not ready."""
     update: dict[str, Any] = {"confinement": confinement.describe()}
     if confinement.required and not confinement.confined:
-        update.update(ready=False, reason=f"sandbox_confinement is 'required' but {confinement.detail}",
-                      setup=confinement.fix)
+        update.update(ready=False, reason=f"sandbox_confinement is 'required' but {confinement.detail}", setup=confinement.fix)
     return status.model_copy(update=update)

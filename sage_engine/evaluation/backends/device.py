@@ -53,8 +53,9 @@ from sage_engine.models import BackendStatus, EvalResult
 CHILD = "sage_engine.evaluation.child.device"
 PROBE_TIMEOUT_S = 120.0  # importing torch_npu initialises CANN; slow on a cold host
 # The probe runs no task: its request carries an empty one.
-PROBE_TASK = TaskSpec(id="device-probe", reference_source="", reference_path=None, cases=[{}], tolerance={},
-                      forbid=[], seed=0, import_roots=[])
+PROBE_TASK = TaskSpec(
+    id="device-probe", reference_source="", reference_path=None, cases=[{}], tolerance={}, forbid=[], seed=0, import_roots=[]
+)
 
 
 class DeviceBackend(SandboxBackend):
@@ -79,19 +80,26 @@ class DeviceBackend(SandboxBackend):
         sandbox with the same device nodes and under the same limits, so
         `ready` means an evaluation can start the device."""
         if self._probe_cache is None:
-            request = Request(token=secrets.token_hex(16), task=PROBE_TASK, timeout_s=PROBE_TIMEOUT_S,
-                              limits=self.limits(), runner=f"{CHILD}:probe", device=self.device,
-                              preload=list(self.preload), threads=self.config.eval_threads)
+            request = Request(
+                token=secrets.token_hex(16),
+                task=PROBE_TASK,
+                timeout_s=PROBE_TIMEOUT_S,
+                limits=self.limits(),
+                runner=f"{CHILD}:probe",
+                device=self.device,
+                preload=list(self.preload),
+                threads=self.config.eval_threads,
+            )
             outcome = self.pool.run(request, self.launch(), lambda _event: None)
             found = outcome.runner_result or {}
             if "available" in found:
                 self._probe_cache = found
             else:
                 why = (outcome.report.message if outcome.report else "") or (
-                    f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}")
+                    f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}"
+                )
                 said = (outcome.output_tail.strip().splitlines() or [""])[-1]
-                self._probe_cache = {"available": False,
-                                     "error": f"device probe failed: {why}" + (f" ({said})" if said else "")}
+                self._probe_cache = {"available": False, "error": f"device probe failed: {why}" + (f" ({said})" if said else "")}
         return self._probe_cache
 
     def status(self) -> BackendStatus:
@@ -101,11 +109,15 @@ class DeviceBackend(SandboxBackend):
             if not probe.get("available"):
                 why = probe.get("error") or f"torch.{self.module}.is_available() is False"
         if why is not None:
-            return BackendStatus(name=self.name, ready=False, hardware=None, reason=why, setup=self.setup_hint,
-                                 timing_representative=True)
+            return BackendStatus(name=self.name, ready=False, hardware=None, reason=why, setup=self.setup_hint, timing_representative=True)
         name = self.probe().get("name")
-        return BackendStatus(name=self.name, ready=True, hardware=name, timing_representative=True,
-                             reason=f"{name} via torch.{self.module}; device-event timing with a cache flush")
+        return BackendStatus(
+            name=self.name,
+            ready=True,
+            hardware=name,
+            timing_representative=True,
+            reason=f"{name} via torch.{self.module}; device-event timing with a cache flush",
+        )
 
     def setup(self, log=None, *, force: bool = False) -> None:
         """Nothing SAGE can install for a device: succeed when ready, else say what the host needs."""
@@ -133,9 +145,11 @@ class DeviceBackend(SandboxBackend):
 
 
 CANN_VARIABLES = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
-NPU_SETUP_HINT = ("on an Ascend host: install CANN and `source <ascend-toolkit>/set_env.sh` before starting SAGE, then "
-              "install the torch_npu release that matches this torch into SAGE's environment (never on a machine "
-              "without CANN). For a machine without an NPU use the ascend-compile backend.")
+NPU_SETUP_HINT = (
+    "on an Ascend host: install CANN and `source <ascend-toolkit>/set_env.sh` before starting SAGE, then "
+    "install the torch_npu release that matches this torch into SAGE's environment (never on a machine "
+    "without CANN). For a machine without an NPU use the ascend-compile backend."
+)
 
 
 def cann_home(environ: Mapping[str, str]) -> str | None:
@@ -176,8 +190,10 @@ class NpuBackend(DeviceBackend):
 
 
 NCU_RUNNER = "sage_engine.evaluation.child.ncu:run"
-CUDA_SETUP_HINT = ("needs an NVIDIA GPU and a CUDA build of torch in SAGE's environment "
-              "(pip install torch==<version> from the CUDA index); triton for Triton candidates")
+CUDA_SETUP_HINT = (
+    "needs an NVIDIA GPU and a CUDA build of torch in SAGE's environment "
+    "(pip install torch==<version> from the CUDA index); triton for Triton candidates"
+)
 
 
 class CudaBackend(DeviceBackend):
@@ -199,14 +215,21 @@ class CudaBackend(DeviceBackend):
         profile = result.profile.model_copy(deep=True)
         ncu = shutil.which("ncu")
         if ncu is None:
-            profile.notes.append("ncu metrics were asked for, but ncu is not on PATH: install Nsight Compute and put the "
-                                 "folder holding ncu on PATH")
+            profile.notes.append(
+                "ncu metrics were asked for, but ncu is not on PATH: install Nsight Compute and put the folder holding ncu on PATH"
+            )
         else:
             request = self.build_request(task, source, 1)
             cases = request.task.cases
             timed = result.compile_info.get("timed_case")
-            request = dataclasses.replace(request, runner=NCU_RUNNER, timing=None, profile=None, candidate_hook=None,
-                                          runner_args={"ncu": ncu, "case": cases.index(timed) if timed in cases else 0})
+            request = dataclasses.replace(
+                request,
+                runner=NCU_RUNNER,
+                timing=None,
+                profile=None,
+                candidate_hook=None,
+                runner_args={"ncu": ncu, "case": cases.index(timed) if timed in cases else 0},
+            )
             outcome = self.pool.run(request, self.launch_for(task), lambda _event: None)
             found = outcome.runner_result or {}
             if isinstance(found.get("kernels"), list):

@@ -42,23 +42,31 @@ class TritonInterpreterBackend(SandboxBackend):
         installed, wanted = installed_triton(), self.config.triton_version
         if installed is None or installed == wanted:
             return f"Triton {installed or wanted}, the version the team's hosts run (SAGE_TRITON_VERSION)"
-        return (f"Triton {installed} as installed here, while the team's hosts run {wanted} "
-                f"(SAGE_TRITON_VERSION; pip install triton=={wanted} to check against it)")
+        return (
+            f"Triton {installed} as installed here, while the team's hosts run {wanted} "
+            f"(SAGE_TRITON_VERSION; pip install triton=={wanted} to check against it)"
+        )
 
-    def evaluate(self, task: Task, source: str, *, trials: int, progress: ProgressCallback | None = None,
-                 cancel: threading.Event | None = None, stamp: Stamp = Stamp()) -> EvalResult:
+    def evaluate(
+        self,
+        task: Task,
+        source: str,
+        *,
+        trials: int,
+        progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        stamp: Stamp = Stamp(),
+    ) -> EvalResult:
         report = _ProgressRelay(progress)
         result, outcome = self.run_sandbox(task, source, trials, report, cancel, stamp)
-        info = {"interpreter": {"triton": installed_triton(), "hosts": self.config.triton_version,
-                                "note": self.version_note()}}
+        info = {"interpreter": {"triton": installed_triton(), "hosts": self.config.triton_version, "note": self.version_note()}}
         result = with_hook_fields(result, outcome, info)
         report.finish(result.status)
         return result
 
     def candidate_hook_args(self) -> dict[str, Any]:
         c = self.config
-        return {"autotune_configs": c.autotune_configs, "bounds": c.interpreter_bounds,
-                "version_note": self.version_note()}
+        return {"autotune_configs": c.autotune_configs, "bounds": c.interpreter_bounds, "version_note": self.version_note()}
 
     def launch(self) -> Launch:
         # Its own warm worker: triton decorates its standard library
@@ -78,15 +86,17 @@ class TritonInterpreterBackend(SandboxBackend):
         # The interpreter is ~1 ms per program instance: a few reps are plenty
         # for a number nobody should compare.
         options = super().timing_options()
-        return dataclasses.replace(options, warmup=1, min_reps=3, max_reps=20,
-                                   budget_s=min(self.config.timing_budget_s, 0.5))
+        return dataclasses.replace(options, warmup=1, min_reps=3, max_reps=20, budget_s=min(self.config.timing_budget_s, 0.5))
 
     def status(self) -> BackendStatus:
         ready = importlib.util.find_spec("triton") is not None
         return BackendStatus(
-            name=self.name, ready=ready, hardware=self.hardware(),
+            name=self.name,
+            ready=ready,
+            hardware=self.hardware(),
             reason=f"upstream Triton in interpreter mode (TRITON_INTERPRET=1): correctness only; {self.version_note()}"
-            if ready else "triton is not installed",
+            if ready
+            else "triton is not installed",
             setup="" if ready else "pip install 'sage-npu[triton]' (upstream triton; not triton-ascend)",
             timing_representative=False,
         )

@@ -96,11 +96,7 @@ def env_is_current(name: str, config: Config) -> bool:
     """True when the env exists and was built with today's package set."""
     path = env_dir(name, config)
     marker = read_marker(path)
-    return (
-        marker is not None
-        and marker.get("packages") == list(RECIPES[name].packages)
-        and env_python(path).exists()
-    )
+    return marker is not None and marker.get("packages") == list(RECIPES[name].packages) and env_python(path).exists()
 
 
 @contextmanager
@@ -118,16 +114,12 @@ def _lock(path: Path) -> Iterator[None]:
 def _run(cmd: list[str], log: Log, timeout: float) -> None:
     log("$ " + " ".join(cmd))
     try:
-        proc = subprocess.run(
-            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
-        )
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise BackendUnavailable(f"{cmd[0]} did not finish within {timeout:.0f} s") from exc
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-25:])
-        raise BackendUnavailable(
-            f"backend env setup failed ({' '.join(cmd[:4])} ... exit {proc.returncode}):\n{tail}"
-        )
+        raise BackendUnavailable(f"backend env setup failed ({' '.join(cmd[:4])} ... exit {proc.returncode}):\n{tail}")
 
 
 def dir_size_bytes(path: Path) -> int:
@@ -140,9 +132,7 @@ def dir_size_bytes(path: Path) -> int:
     return total
 
 
-def ensure_backend_env(
-    name: str, config: Config, *, log: Log | None = None, force: bool = False
-) -> Path:
+def ensure_backend_env(name: str, config: Config, *, log: Log | None = None, force: bool = False) -> Path:
     """Create (or reuse) the virtualenv of backend `name` and return its path."""
     log = log or _stderr
     path = env_dir(name, config)
@@ -186,9 +176,7 @@ def probe_env(name: str, config: Config) -> str:
     """Run the import probe in the env; return its version line or raise."""
     path = env_dir(name, config)
     if not env_is_current(name, config):
-        raise BackendUnavailable(
-            f"the {name} virtualenv is not set up; run `sage backends setup {name}`"
-        )
+        raise BackendUnavailable(f"the {name} virtualenv is not set up; run `sage backends setup {name}`")
     proc = subprocess.run(
         [str(env_python(path)), "-c", RECIPES[name].probe],
         capture_output=True,
@@ -197,7 +185,5 @@ def probe_env(name: str, config: Config) -> str:
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        raise BackendUnavailable(
-            f"the {name} virtualenv at {path} is broken ({last}); run `sage backends setup {name} --force`"
-        )
+        raise BackendUnavailable(f"the {name} virtualenv at {path} is broken ({last}); run `sage backends setup {name} --force`")
     return proc.stdout.strip()

@@ -37,8 +37,16 @@ MAX_GRID = 65535
 BISHENGIR_TIMEOUT_S = 120.0  # one kernel's lowering; the evaluation's own deadline bounds the whole step
 CANDIDATE_FILE = "candidate.py"
 SIG_BY_DTYPE = {
-    "float32": "fp32", "float16": "fp16", "bfloat16": "bf16", "float64": "fp64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float64": "fp64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "i1",
 }
 
 
@@ -160,13 +168,15 @@ class LaunchRecorder:
         interpreter.InterpretedFunction.rewrite = rewrite
         interpreter.GridExecutor.__call__ = call
 
-    def record(self, executor: Any, reserved: list[str], args: tuple, kwargs: dict, *,
-               config: Any = None, run: bool = True) -> None:
+    def record(self, executor: Any, reserved: list[str], args: tuple, kwargs: dict, *, config: Any = None, run: bool = True) -> None:
         params = set(inspect.signature(executor.fn).parameters)
         plain = {k: v for k, v in kwargs.items() if k not in reserved and k != "warmup" and k in params}
         # Compile options a launch or an autotune config carries (multibuffer=False) change the Ascend build.
-        options = {k: v for k, v in kwargs.items() if k in COMPILE_OPTIONS and k not in params
-                   and k not in reserved and isinstance(v, (bool, int, str))}
+        options = {
+            k: v
+            for k, v in kwargs.items()
+            if k in COMPILE_OPTIONS and k not in params and k not in reserved and isinstance(v, (bool, int, str))
+        }
         bound = inspect.getcallargs(executor.fn, *args, **plain)
         raw = self._raw.get(id(executor.fn), executor.fn)
         name = getattr(raw, "__name__", "kernel")
@@ -185,11 +195,19 @@ class LaunchRecorder:
                 signature[arg] = sig
                 specialization[arg] = specialization_of(value)
         key = json.dumps([qualname, signature, constants, options, specialization], sort_keys=True, default=repr)
-        entry = self.launches.setdefault(key, {
-            "kernel": name, "qualname": qualname, "def_line": def_line(raw),
-            "signature": signature, "constants": constants, "grid": list(grid), "launches": 0,
-            "specialization": specialization,
-        })
+        entry = self.launches.setdefault(
+            key,
+            {
+                "kernel": name,
+                "qualname": qualname,
+                "def_line": def_line(raw),
+                "signature": signature,
+                "constants": constants,
+                "grid": list(grid),
+                "launches": 0,
+                "specialization": specialization,
+            },
+        )
         if options:
             entry["options"] = options
         if config is not None:
@@ -240,8 +258,7 @@ def install_fast_reductions() -> None:
         if ops is None:
             return original(self, input)
         val, idx = ops
-        return self.min_max(input[0], val_reduce_op=getattr(np, val),
-                            idx_reduce_op=getattr(np, idx) if idx else None)
+        return self.min_max(input[0], val_reduce_op=getattr(np, val), idx_reduce_op=getattr(np, idx) if idx else None)
 
     interpreter.ReduceOps.apply_impl = apply_impl
 
@@ -267,8 +284,9 @@ class InterpretedRun(InterpreterChecks):
 
         fn = tuner.fn
         rewritten = fn.rewrite() if hasattr(fn, "rewrite") else fn
-        executor = interpreter.GridExecutor(rewritten, getattr(fn, "arg_names", None) or
-                                            list(inspect.signature(rewritten).parameters), kwargs.get("grid"))
+        executor = interpreter.GridExecutor(
+            rewritten, getattr(fn, "arg_names", None) or list(inspect.signature(rewritten).parameters), kwargs.get("grid")
+        )
         meta = {**{k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}, **config.all_kwargs()}
         self.recorder.record(executor, interpreter.RESERVED_KWS, args, meta, config=config, run=False)
 
@@ -279,9 +297,21 @@ class InterpretedRun(InterpreterChecks):
         """The candidate process's last event, with the launches recorded (a refused grid: a compile error)."""
         err = self.recorder.grid_error
         if err is not None:
-            return Fail(status="compile_error", message=str(err), hook=self.extras(), diagnostics=[
-                {"category": "grid_too_large", "message": str(err), "line": err.line, "kernel": err.kernel,
-                 "severity": "error", "column": None}])
+            return Fail(
+                status="compile_error",
+                message=str(err),
+                hook=self.extras(),
+                diagnostics=[
+                    {
+                        "category": "grid_too_large",
+                        "message": str(err),
+                        "line": err.line,
+                        "kernel": err.kernel,
+                        "severity": "error",
+                        "column": None,
+                    }
+                ],
+            )
         return super().finish(event)
 
 
@@ -312,13 +342,23 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
     from triton.compiler import ASTSource
     from triton.compiler.errors import CompilationError
 
-    out: dict[str, Any] = {"kernel": launch["kernel"], "def_line": launch.get("def_line"), "stage": None,
-                           "returncode": None, "output": "", "line": None}
+    out: dict[str, Any] = {
+        "kernel": launch["kernel"],
+        "def_line": launch.get("def_line"),
+        "stage": None,
+        "returncode": None,
+        "output": "",
+        "line": None,
+    }
     fn = unwrap_kernel(_find_kernel(module, launch["qualname"]))
     if fn is None or not hasattr(fn, "src"):
-        out.update(stage="lookup", output=(
-            f"kernel {launch['qualname']} is not a module-level @triton.jit function; "
-            "the compile gate can only lower kernels defined at module level"))
+        out.update(
+            stage="lookup",
+            output=(
+                f"kernel {launch['qualname']} is not a module-level @triton.jit function; "
+                "the compile gate can only lower kernels defined at module level"
+            ),
+        )
         return out
     workdir = os.getcwd()
     cache = os.path.join(workdir, f"triton-cache-{index}")
@@ -348,11 +388,16 @@ def compile_launch(module: Any, launch: dict[str, Any], args: dict[str, Any], in
     if not found:
         out.update(stage="linalg", output="triton.compile wrote no .ttadapter module")
         return out
-    cmd = [args["bishengir"], found[0], f"--target={args['chip']}", *bishengir_flags(args["bishengir_flags"], options),
-           "-o", os.path.join(workdir, f"kernel-{index}")]
+    cmd = [
+        args["bishengir"],
+        found[0],
+        f"--target={args['chip']}",
+        *bishengir_flags(args["bishengir_flags"], options),
+        "-o",
+        os.path.join(workdir, f"kernel-{index}"),
+    ]
     try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=BISHENGIR_TIMEOUT_S)
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=BISHENGIR_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         out.update(stage="bishengir", returncode=-1, output="bishengir-compile did not finish in time")
         return out
@@ -387,7 +432,14 @@ def run_compile(request: Request, emit: Any) -> dict[str, Any]:
         try:
             kernels.append(compile_launch(module, launch, args, i))
         except Exception as exc:  # noqa: BLE001 - reported as category "other"
-            kernels.append({"kernel": launch["kernel"], "def_line": launch.get("def_line"), "stage": "internal",
-                            "returncode": None, "line": None,
-                            "output": "".join(traceback.format_exception(exc))[-4000:]})
+            kernels.append(
+                {
+                    "kernel": launch["kernel"],
+                    "def_line": launch.get("def_line"),
+                    "stage": "internal",
+                    "returncode": None,
+                    "line": None,
+                    "output": "".join(traceback.format_exception(exc))[-4000:],
+                }
+            )
     return {"status": "compiled", "kernels": kernels}

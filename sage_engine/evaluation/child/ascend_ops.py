@@ -69,8 +69,7 @@ def install(interpreter: Any) -> None:
             out = np.flip(out, axis=int(dim))
         return Handle(np.ascontiguousarray(out), ptr.dtype.scalar)
 
-    def create_embedding_gather(self: Any, src: Any, idx: Any, bound: Any, blksiz: Any, offsets: list,
-                                numels: list) -> Any:
+    def create_embedding_gather(self: Any, src: Any, idx: Any, bound: Any, blksiz: Any, offsets: list, numels: list) -> Any:
         bound, blksiz = value(bound), value(blksiz)
         offs, sizes = [value(o) for o in offsets], [value(n) for n in numels]
         rows = idx.data.astype(np.int64)
@@ -86,8 +85,7 @@ def install(interpreter: Any) -> None:
         col = (offs[-1] if offs else 0) + np.arange(blksiz)
         element = src.get_element_ty()
         elt_bytes = max(1, element.primitive_bitwidth // 8)
-        addresses = src.data.reshape(-1)[0] + (
-            (np.where(valid, rows[..., None], 0) * row_len + col) * elt_bytes).astype(np.uint64)
+        addresses = src.data.reshape(-1)[0] + ((np.where(valid, rows[..., None], 0) * row_len + col) * elt_bytes).astype(np.uint64)
         ptrs = Handle(addresses.astype(np.uint64), src.dtype)
         return self.create_masked_load(ptrs, Handle(valid, tl.int1), None, None, None, False)
 
@@ -97,12 +95,21 @@ def install(interpreter: Any) -> None:
     def attribute(self: Any, *args: Any) -> Any:
         return args[0] if args else None
 
-    for name, fn in (("create_gather", create_gather), ("create_extract_slice", create_extract_slice),
-                     ("create_insert_slice", create_insert_slice), ("create_extract_scalar", create_extract_scalar),
-                     ("create_flip", create_flip), ("create_sort", create_sort),
-                     ("create_embedding_gather", create_embedding_gather), ("create_annotation", create_annotation),
-                     ("get_unit_attr", attribute), ("get_bool_attr", attribute), ("get_int32_attr", attribute),
-                     ("get_str_attr", attribute), ("get_i64_array_attr", attribute)):
+    for name, fn in (
+        ("create_gather", create_gather),
+        ("create_extract_slice", create_extract_slice),
+        ("create_insert_slice", create_insert_slice),
+        ("create_extract_scalar", create_extract_scalar),
+        ("create_flip", create_flip),
+        ("create_sort", create_sort),
+        ("create_embedding_gather", create_embedding_gather),
+        ("create_annotation", create_annotation),
+        ("get_unit_attr", attribute),
+        ("get_bool_attr", attribute),
+        ("get_int32_attr", attribute),
+        ("get_str_attr", attribute),
+        ("get_i64_array_attr", attribute),
+    ):
         if not hasattr(Builder, name):
             setattr(Builder, name, fn)
 

@@ -46,8 +46,7 @@ def measure(request: Any, emit: Any) -> dict[str, Any]:
     device = torch.device(request.device)
     on_device = device.type != "cpu"
     emit.progress(0, 2, "measuring bandwidth")
-    bandwidth = [measure_bandwidth(torch, device, size)
-                 for size in (DEVICE_BANDWIDTH_SIZES if on_device else BANDWIDTH_SIZES)]
+    bandwidth = [measure_bandwidth(torch, device, size) for size in (DEVICE_BANDWIDTH_SIZES if on_device else BANDWIDTH_SIZES)]
     # The cost of one smallest op back to back: what a launch costs, whatever it does.
     one = torch.zeros(1, device=device)
     launch_us = 1e6 / best_rate(torch, device, lambda: one.add_(1), 1.0)
@@ -56,12 +55,17 @@ def measure(request: Any, emit: Any) -> dict[str, Any]:
     notes: list[str] = []
     for name in DTYPES:
         try:
-            flops[name] = measure_matmul(torch, device, getattr(torch, name),
-                                         DEVICE_MATMUL_SIZES if on_device else MATMUL_SIZES)
+            flops[name] = measure_matmul(torch, device, getattr(torch, name), DEVICE_MATMUL_SIZES if on_device else MATMUL_SIZES)
         except (RuntimeError, TypeError) as exc:  # a dtype this device has no matmul for
             notes.append(f"{name}: {str(exc).splitlines()[0][:120]}")
-    return {"bandwidth": bandwidth, "matmul_flops": flops, "launch_us": launch_us, "threads": torch.get_num_threads(),
-            "seconds": time.perf_counter() - start, "notes": notes}
+    return {
+        "bandwidth": bandwidth,
+        "matmul_flops": flops,
+        "launch_us": launch_us,
+        "threads": torch.get_num_threads(),
+        "seconds": time.perf_counter() - start,
+        "notes": notes,
+    }
 
 
 def best_rate(torch: Any, device: Any, fn: Any, work: float, repetitions: int = REPETITIONS) -> float:
@@ -104,7 +108,7 @@ def measure_matmul(torch: Any, device: Any, dtype: Any, sizes: tuple[int, ...]) 
         if device.type != "cpu":
             getattr(torch, device.type).synchronize()
         first = time.perf_counter() - t0
-        best = max(best, best_rate(torch, device, lambda: torch.matmul(a, b), 2.0 * n ** 3, MATMUL_REPETITIONS))
+        best = max(best, best_rate(torch, device, lambda: torch.matmul(a, b), 2.0 * n**3, MATMUL_REPETITIONS))
         if first >= MATMUL_CALL_S:
             break
     return best

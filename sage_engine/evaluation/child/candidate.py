@@ -74,8 +74,9 @@ class CandidateSide(Side):
         except Failure as failure:
             self.emit.send(self.finish(failure.event()))
             return
-        report = self.finish(CandidateDone(threads=[threads_before, thread_count()], phases=self.phases,
-                                           versions=versions(), slowest_call=self.slowest))
+        report = self.finish(
+            CandidateDone(threads=[threads_before, thread_count()], phases=self.phases, versions=versions(), slowest_call=self.slowest)
+        )
         self.emit.send(report)
         if isinstance(report, CandidateDone):
             self.serve()
@@ -97,8 +98,11 @@ class CandidateSide(Side):
         names = guards.patched(self.torch, self.snapshot, self.device.type)
         if names:
             shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-            raise Failure("rejected", f"{when} replaced {shown}: candidates may not patch torch",
-                          [diagnostics.diagnostic("cheat", f"monkeypatched torch: {shown}")])
+            raise Failure(
+                "rejected",
+                f"{when} replaced {shown}: candidates may not patch torch",
+                [diagnostics.diagnostic("cheat", f"monkeypatched torch: {shown}")],
+            )
 
     def run_cases(self, model_new: type, total: int) -> None:
         """Every case and shape variant the reference process sends, in its
@@ -113,8 +117,7 @@ class CandidateSide(Side):
                 if case is not None:
                     self.finish_case(case)
                 case = self.start_case(header, model_new)
-                what = f"checking {case.variant} sizes" if case.variant else \
-                    f"checking case {case.index + 1}/{len(self.task.cases)}"
+                what = f"checking {case.variant} sizes" if case.variant else f"checking case {case.index + 1}/{len(self.task.cases)}"
                 self.emit.progress(2 + case.index, total, what)
             self.run_trial(case, header)
         if case is not None:
@@ -124,10 +127,12 @@ class CandidateSide(Side):
         torch = self.torch
         row = header.get("row")
         if not isinstance(row, dict):
-            raise Failure("runtime_error", "the reference process's first inputs of a case came without its row",
-                          [diagnostics.diagnostic("harness", "inputs header without a row")])
-        case = Case(int(header["case"]), self.load_reference(row), str(header.get("variant") or ""),
-                    str(header.get("at") or ""))
+            raise Failure(
+                "runtime_error",
+                "the reference process's first inputs of a case came without its row",
+                [diagnostics.diagnostic("harness", "inputs header without a row")],
+            )
+        case = Case(int(header["case"]), self.load_reference(row), str(header.get("variant") or ""), str(header.get("at") or ""))
         seed = int(header.get("model_seed", self.req.seed))
         # Seeded as the reference seeds its Model: the same parameters.
         self.reseed(seed)
@@ -139,7 +144,7 @@ class CandidateSide(Side):
             if isinstance(case.model, torch.nn.Module):
                 case.model = case.model.to(self.device)
         except BaseException as exc:
-            raise self.variant_failure(case, self.candidate_failure(exc, "ModelNew(*get_init_inputs())"))
+            raise at_variant(self.declared_at, case, self.candidate_failure(exc, "ModelNew(*get_init_inputs())"))
         return case
 
     def run_trial(self, case: "Case", header: dict[str, Any]) -> None:
@@ -161,7 +166,7 @@ class CandidateSide(Side):
             with torch.no_grad():
                 raw = self.forward(case.model, case.values)
         except BaseException as exc:
-            raise self.variant_failure(case, self.candidate_failure(exc, "ModelNew.forward"))
+            raise at_variant(self.declared_at, case, self.candidate_failure(exc, "ModelNew.forward"))
         self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
         if self.hook is not None:
             self.emit.send(Extras(hook=self.hook.extras()))
@@ -176,23 +181,14 @@ class CandidateSide(Side):
         if self.device.type == "cpu":
             # Timed on memory of its own, as the reference is: shared pages may
             # not get the huge pages the reference's private memory gets.
-            values = [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, self.torch.Tensor) else v
-                      for v in values]
+            values = [v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, self.torch.Tensor) else v for v in values]
         self.keep_largest(case.index, case.module, case.model, values)
-
-    def variant_failure(self, case: "Case", failure: Failure) -> Failure:
-        """A failure at sizes the kernel was not written for: `incorrect`, naming them."""
-        if not case.variant:
-            return failure
-        return Failure("incorrect", f"correct at {self.declared_at}, fails at {case.at} ({case.variant}): "
-                       f"{changes.variant_hint(case.variant)} {failure.message}", failure.diags)
 
     def next_header(self) -> dict[str, Any]:
         try:
             return wire.read_header(self.ch.inputs)
         except wire.ProtocolError as exc:
-            raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
-                          [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
+            raise inputs_lost(exc)
 
     def header_values(self, module: Any, header: dict[str, Any]) -> list[Any]:
         """The inputs a header describes, on the device: this process's copy,
@@ -200,8 +196,7 @@ class CandidateSide(Side):
         try:
             values = self.receiver.values(header)
         except wire.ProtocolError as exc:
-            raise Failure("runtime_error", f"the reference process's inputs did not arrive ({exc})",
-                          [diagnostics.diagnostic("harness", f"inputs channel: {exc}")])
+            raise inputs_lost(exc)
         if values is None:  # not plain tensors and numbers: made here, from the same seed
             return self.inputs(module, int(header["seed"]))
         return self.on_device(values)
@@ -210,15 +205,17 @@ class CandidateSide(Side):
         """The next inputs, which must be those of `expected` (case, trial)."""
         header = self.next_header()
         if any(header.get(k) != v for k, v in expected.items()):
-            raise Failure("runtime_error", f"expected the inputs of {expected}, got {header.get('case')!r}/"
-                          f"{header.get('trial')!r}", [diagnostics.diagnostic("harness", "inputs out of order")])
+            raise Failure(
+                "runtime_error",
+                f"expected the inputs of {expected}, got {header.get('case')!r}/{header.get('trial')!r}",
+                [diagnostics.diagnostic("harness", "inputs out of order")],
+            )
         return self.header_values(module, header)
 
     def send(self, index: int, trial: Any, outputs: list[Any], values: list[Any] | None, pristine: list[Any] | None) -> None:
         """One value frame to the reference process."""
         torch = self.torch
-        header: dict[str, Any] = {"case": index, "trial": trial, "outputs": [], "mutated": [], "aliased": [],
-                                  "inputs": self.receiver.via}
+        header: dict[str, Any] = {"case": index, "trial": trial, "outputs": [], "mutated": [], "aliased": [], "inputs": self.receiver.via}
         tensors = []
         for value in outputs:
             entry, tensor = wire.describe(value, torch)
@@ -243,8 +240,11 @@ class CandidateSide(Side):
         for value in correctness.as_output_list(self.last_first):
             if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
                 name = wire._type(value).__qualname__
-                raise Failure("rejected", f"ModelNew.forward returned a {name} while being timed; return plain "
-                              "torch.Tensor outputs", [diagnostics.diagnostic("cheat", f"timed output is a {name}")])
+                raise Failure(
+                    "rejected",
+                    f"ModelNew.forward returned a {name} while being timed; return plain torch.Tensor outputs",
+                    [diagnostics.diagnostic("cheat", f"timed output is a {name}")],
+                )
         return seconds
 
     def refreshed(self, dst: Any, src: Any) -> Any:
@@ -293,6 +293,22 @@ class CandidateSide(Side):
         return super().command(verb, arg)
 
 
+def at_variant(declared_at: str, case: Case, failure: Failure) -> Failure:
+    """A failure at sizes the kernel was not written for: `incorrect`, naming them."""
+    if not case.variant:
+        return failure
+    hint = changes.variant_hint(case.variant)
+    return Failure("incorrect", f"correct at {declared_at}, fails at {case.at} ({case.variant}): {hint} {failure.message}", failure.diags)
+
+
+def inputs_lost(exc: wire.ProtocolError) -> Failure:
+    return Failure(
+        "runtime_error",
+        f"the reference process's inputs did not arrive ({exc})",
+        [diagnostics.diagnostic("harness", f"inputs channel: {exc}")],
+    )
+
+
 def thread_count() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
@@ -337,9 +353,13 @@ def load_model_new(source: str, path: str) -> type:
     cls = getattr(module, "ModelNew", None)
     if not isinstance(cls, type):
         raise Failure(
-            "compile_error", "the candidate defines no class ModelNew",
-            [diagnostics.diagnostic("interface", "define `class ModelNew(nn.Module)` with the reference's "
-                                    "constructor and forward signature")],
+            "compile_error",
+            "the candidate defines no class ModelNew",
+            [
+                diagnostics.diagnostic(
+                    "interface", "define `class ModelNew(nn.Module)` with the reference's constructor and forward signature"
+                )
+            ],
         )
     return cls
 
@@ -352,5 +372,5 @@ def candidate_failure(exc: BaseException, what: str, path: str, memory_mb: int) 
     if oom == "host":
         note = diagnostics.memory_cap_note(memory_mb)
         message += note
-        diag["message"] = (diag["message"] + note)[:diagnostics.MAX_MESSAGE]
+        diag["message"] = (diag["message"] + note)[: diagnostics.MAX_MESSAGE]
     return Failure("runtime_error", message, [diag])

@@ -52,8 +52,7 @@ def with_changes(values: list[Any], other: list[Any], count: int, rng: random.Ra
     the same layout; the rest untouched."""
     import torch
 
-    tensors = [i for i, v in enumerate(values)
-               if type(v) is torch.Tensor and v.layout == torch.strided and v.numel() > 0]
+    tensors = [i for i, v in enumerate(values) if type(v) is torch.Tensor and v.layout == torch.strided and v.numel() > 0]
     pick = [i for i in tensors if floating(values[i])] or tensors
     out = list(values)
     for i in pick:
@@ -89,8 +88,9 @@ class Churn:
         self.host = [v for v in (_raw_bits(torch, t) for t in chosen if t.device.type == "cpu") if v is not None]
         device = [t.view(-1) for t in chosen if t.device.type != "cpu"]
         gen = torch.Generator().manual_seed(secrets.randbits(62))
-        self.device = [(flat, torch.randint(flat.numel(), (CHURN_POOL, 2), generator=gen).to(flat.device))
-                       for flat in device] if swaps > 0 else []
+        self.device = (
+            [(flat, torch.randint(flat.numel(), (CHURN_POOL, 2), generator=gen).to(flat.device)) for flat in device] if swaps > 0 else []
+        )
         self.at = 0
         self.held = False
 
@@ -116,7 +116,7 @@ class Churn:
             start = self.at
             self.at = (self.at + self.swaps) % (CHURN_POOL - self.swaps)
             for flat, pool in self.device:
-                pairs = pool[start:start + self.swaps]
+                pairs = pool[start : start + self.swaps]
                 src, dst = pairs[:, 0], pairs[:, 1]
                 taken = flat[src]
                 flat[src] = flat[dst]

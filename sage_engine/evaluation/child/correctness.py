@@ -27,6 +27,7 @@ rtol x the output's largest magnitude, and the Comparison says so (`scale`).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -98,8 +99,13 @@ def as_output_list(value: Any) -> list[Any]:
 
 
 def compare_outputs(
-    reference: list[Any], candidate: list[Any], *, mode: str, override: dict | None = None,
-    small_output_factor: float = 0.0, scaled_inputs: bool = False,
+    reference: list[Any],
+    candidate: list[Any],
+    *,
+    mode: str,
+    override: dict | None = None,
+    small_output_factor: float = 0.0,
+    scaled_inputs: bool = False,
 ) -> Comparison:
     """Compare flattened outputs; the message names the first output that
     fails. `scale` is the smallest scale any output was compared against."""
@@ -109,8 +115,9 @@ def compare_outputs(
     scale = atol = None
     for i, (ref, cand) in enumerate(zip(reference, candidate)):
         label = f"output {i}" if len(reference) > 1 else "output"
-        result = compare_one(ref, cand, mode=mode, override=override, label=label,
-                             small_output_factor=small_output_factor, scaled_inputs=scaled_inputs)
+        result = compare_one(
+            ref, cand, mode=mode, override=override, label=label, small_output_factor=small_output_factor, scaled_inputs=scaled_inputs
+        )
         if not result.ok:
             return result
         worst_abs = max(worst_abs, result.max_abs_error or 0.0)
@@ -144,8 +151,16 @@ def scaled_atol(r: Any, atol: float, rtol: float, factor: float) -> tuple[float,
     return atol, None
 
 
-def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None, label: str = "output",
-                small_output_factor: float = 0.0, scaled_inputs: bool = False) -> Comparison:
+def compare_one(
+    ref: Any,
+    cand: Any,
+    *,
+    mode: str,
+    override: dict | None = None,
+    label: str = "output",
+    small_output_factor: float = 0.0,
+    scaled_inputs: bool = False,
+) -> Comparison:
     import torch
 
     if not isinstance(ref, torch.Tensor):
@@ -155,9 +170,7 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
     if tuple(ref.shape) != tuple(cand.shape):
         return Comparison(False, message=f"{label}: shape {tuple(cand.shape)} != expected {tuple(ref.shape)}")
     if ref.dtype != cand.dtype:
-        return Comparison(
-            False, message=f"{label}: dtype {dtype_name(cand.dtype)} != expected {dtype_name(ref.dtype)}"
-        )
+        return Comparison(False, message=f"{label}: dtype {dtype_name(cand.dtype)} != expected {dtype_name(ref.dtype)}")
     r = ref.detach().to("cpu")
     c = cand.detach().to("cpu")
     if r.numel() == 0:
@@ -170,7 +183,9 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
         diff = (r.to(torch.float64) - c.to(torch.float64)).abs() if r.dtype != torch.bool else bad.double()
         idx = _first_index(bad)
         return Comparison(
-            False, float(diff.max()), None,
+            False,
+            float(diff.max()),
+            None,
             f"{label}: {int(bad.sum())} of {r.numel()} elements differ (exact dtype "
             f"{dtype_name(r.dtype)}); first at index {idx}: got {_item(c, idx)}, expected {_item(r, idx)}",
         )
@@ -209,13 +224,19 @@ def compare_one(ref: Any, cand: Any, *, mode: str, override: dict | None = None,
         what = f"non-finite value {_item(c, idx)} where the reference has {_item(r, idx)}"
     else:
         what = f"got {_item(c, idx)}, expected {_item(r, idx)}"
-    relative = (f", atol relative to the output's scale: its largest magnitude {scale:.3g} is at most "
-                f"{small_output_factor:g}x the usual atol" if scale else "")
+    relative = (
+        f", atol relative to the output's scale: its largest magnitude {scale:.3g} is at most {small_output_factor:g}x the usual atol"
+        if scale
+        else ""
+    )
     return Comparison(
-        False, max_abs, max_rel,
+        False,
+        max_abs,
+        max_rel,
         f"{label}: {n_bad} of {r.numel()} elements exceed tolerance (atol={atol:g}, rtol={rtol:g}, "
         f"{mode}{relative}); first at index {idx}: {what}; max abs error {max_abs:.3g}, max rel error {max_rel:.3g}",
-        scale, atol if scale else None,
+        scale,
+        atol if scale else None,
     )
 
 
@@ -275,6 +296,25 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 def _item(t: Any, idx: tuple[int, ...]) -> str:
     v = t[idx] if idx else t
     return f"{v.item():.6g}" if v.is_floating_point() else str(v.item())
+
+
+def unfit_at_large_values(model: Any, values: list[Any], ref_out: list[Any], *, mode: str, override: dict | None) -> str:
+    """Why the reference's own outputs at large input values are no answer
+    to hold a kernel to ("" when they are): not finite, or not what the
+    same reference computes in float64 to the tolerance."""
+    import torch
+
+    if not all_finite(ref_out):
+        return "its outputs are not finite at these input values"
+    try:
+        with torch.no_grad():
+            wide = [v.double() if type(v) is torch.Tensor and v.is_floating_point() else v for v in values]
+            exact = as_output_list(copy.deepcopy(model).double()(*wide))
+        exact = [e.to(r.dtype) if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) else e for e, r in zip(exact, ref_out)]
+    except Exception as exc:  # noqa: BLE001 - a reference that cannot run in float64 cannot be checked so
+        return f"its accuracy at these input values cannot be checked in float64 ({type(exc).__name__})"
+    check = compare_outputs(exact, ref_out, mode=mode, override=override, scaled_inputs=True)
+    return "" if check.ok else f"the reference itself is not accurate to the tolerance there ({check.message[:200]})"
 
 
 def all_finite(values: list[Any]) -> bool:

@@ -129,10 +129,14 @@ def npu_op_profile(fn: Callable[[], Any], calls: int) -> SideKernels:
     if rows is None:
         return SideKernels(source="npu-ops", calls=calls, note="the torch_npu profiler wrote no op_statistic file")
     rows.sort(key=lambda r: -r[2])
-    return SideKernels(source="npu-ops", calls=calls,
-                       kernels=[KernelTime(name, count / calls, total / calls) for name, count, total in rows[:MAX_KERNELS]],
-                       launches=sum(r[1] for r in rows) / calls, kernel_us=sum(r[2] for r in rows) / calls,
-                       wall_us=wall * 1e6 / (2 + calls))
+    return SideKernels(
+        source="npu-ops",
+        calls=calls,
+        kernels=[KernelTime(name, count / calls, total / calls) for name, count, total in rows[:MAX_KERNELS]],
+        launches=sum(r[1] for r in rows) / calls,
+        kernel_us=sum(r[2] for r in rows) / calls,
+        wall_us=wall * 1e6 / (2 + calls),
+    )
 
 
 def _npu_op_rows(fn: Callable[[], Any], warmup: int, active: int) -> list[tuple[str, float, float]] | None:
@@ -146,7 +150,9 @@ def _npu_op_rows(fn: Callable[[], Any], warmup: int, active: int) -> list[tuple[
             activities=[prof_api.ProfilerActivity.NPU],
             schedule=prof_api.schedule(wait=0, warmup=warmup, active=active, repeat=1, skip_first=1),
             on_trace_ready=prof_api.tensorboard_trace_handler(trace_dir),
-            record_shapes=False, profile_memory=False, with_stack=False,
+            record_shapes=False,
+            profile_memory=False,
+            with_stack=False,
         ) as prof:
             for _ in range(1 + warmup + active):
                 fn()

@@ -81,9 +81,15 @@ class FreshChecks:
             return "bad " + wire.json_text({"status": "rejected", "message": result.message})
         if side.judge.same_as(self.stale_prev, cand or []):
             n = side.req.verdict.stale_changes
-            return "bad " + wire.json_text({"status": "rejected", "message": (
-                f"returned a stored answer for new input values: after {n} value(s) of each input changed, its "
-                f"output still matched the answer for the inputs before ({result.message})")})
+            return "bad " + wire.json_text(
+                {
+                    "status": "rejected",
+                    "message": (
+                        f"returned a stored answer for new input values: after {n} value(s) of each input changed, its "
+                        f"output still matched the answer for the inputs before ({result.message})"
+                    ),
+                }
+            )
         # Wrong for these inputs, and not the old answer: the changed values may
         # break a property the task's inputs have (symmetry, a normalised row).
         return "ok inconclusive: " + result.message[:300]

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 
-
 def storage_ptr(value: Any) -> int | None:
     import torch
 
@@ -88,8 +87,13 @@ def torch_snapshot(torch: Any, device: str = "cpu") -> dict[str, dict[str, int]]
     before the candidate loads (from `__dict__`s: no lazy import is triggered).
     On a device, also the device module's functions and its Event class (the
     device timer's parts), callables only: the module keeps state flags too."""
-    spaces = {"torch": torch, "torch.nn.functional": torch.nn.functional, "torch.linalg": torch.linalg,
-              "torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module}
+    spaces = {
+        "torch": torch,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.linalg": torch.linalg,
+        "torch.Tensor": torch.Tensor,
+        "torch.nn.Module": torch.nn.Module,
+    }
     snapshot = {name: {k: id(v) for k, v in vars(ns).items()} for name, ns in spaces.items()}
     mod = getattr(torch, device, None) if device != "cpu" else None
     if mod is not None:

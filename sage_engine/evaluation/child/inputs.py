@@ -128,8 +128,12 @@ class InputSender:
                 if slot is None:
                     out.append({"kind": "value", "value": value})
                     continue
-                item: dict[str, Any] = {"kind": "tensor", "dtype": slot.dtype, "shape": list(slot.shape),
-                                        "requires_grad": bool(value.requires_grad)}
+                item: dict[str, Any] = {
+                    "kind": "tensor",
+                    "dtype": slot.dtype,
+                    "shape": list(slot.shape),
+                    "requires_grad": bool(value.requires_grad),
+                }
                 if slot.handle:
                     slot.tensor.copy_(value)
                     on_device = True
@@ -155,8 +159,9 @@ class InputSender:
             is_tensor = wire._type(value) is torch.Tensor
             if (slot is None) == is_tensor:
                 return False
-            if slot is not None and (str(value.dtype).replace("torch.", "") != slot.dtype
-                                     or tuple(value.shape) != slot.shape or value.is_cuda != slot.device):
+            if slot is not None and (
+                str(value.dtype).replace("torch.", "") != slot.dtype or tuple(value.shape) != slot.shape or value.is_cuda != slot.device
+            ):
                 return False
         return True
 
@@ -209,8 +214,7 @@ class InputSender:
         device slot it opened), else None: what the reference can check."""
         out = []
         for slot in self.slots.get(case) or []:
-            shared = slot is not None and (self.ipc_open is True and bool(slot.handle) if slot.device
-                                           else device.type == "cpu")
+            shared = slot is not None and (self.ipc_open is True and bool(slot.handle) if slot.device else device.type == "cpu")
             out.append(slot.tensor if shared else None)
         return out
 

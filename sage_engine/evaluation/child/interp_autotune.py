@@ -30,11 +30,25 @@ import types
 from typing import Any, Callable
 
 # Config kwargs that are compile options on triton-ascend, not kernel arguments.
-COMPILE_OPTIONS = ("multibuffer", "enable_auto_bind_sub_block", "num_warps", "num_stages", "num_ctas", "maxnreg",
-                   "enable_hivm_auto_cv_balance", "sync_solver", "unit_flag", "tile_mix_vector_loop",
-                   "tile_mix_cube_loop", "set_workspace_multibuffer", "limit_auto_multi_buffer_only_for_local_buffer",
-                   "limit_auto_multi_buffer_of_local_buffer", "enable_nd2nz_on_vector", "inject_barrier_all",
-                   "inject_block_all")
+COMPILE_OPTIONS = (
+    "multibuffer",
+    "enable_auto_bind_sub_block",
+    "num_warps",
+    "num_stages",
+    "num_ctas",
+    "maxnreg",
+    "enable_hivm_auto_cv_balance",
+    "sync_solver",
+    "unit_flag",
+    "tile_mix_vector_loop",
+    "tile_mix_cube_loop",
+    "set_workspace_multibuffer",
+    "limit_auto_multi_buffer_only_for_local_buffer",
+    "limit_auto_multi_buffer_of_local_buffer",
+    "enable_nd2nz_on_vector",
+    "inject_barrier_all",
+    "inject_block_all",
+)
 
 
 class ConfigMismatch(RuntimeError):
@@ -74,8 +88,9 @@ def describe(config: Any) -> str:
 class AutotuneShim:
     """Installs itself over triton's Autotuner; `checked` lists what ran."""
 
-    def __init__(self, *, limit: int, compare: Callable[[Any, Any], str | None],
-                 on_config: Callable[..., None] | None = None, rotated: int = 1):
+    def __init__(
+        self, *, limit: int, compare: Callable[[Any, Any], str | None], on_config: Callable[..., None] | None = None, rotated: int = 1
+    ):
         self.limit = limit
         # Launches of one tuning key rotate through the sample, one config each: with
         # `rotated` trials the reference process judges that many configs itself.
@@ -122,7 +137,7 @@ class AutotuneShim:
                 self.on_config(tuner, args, kwargs, config)
         kept = sample[count % len(sample)]
         self.last[name] = describe(kept)
-        unreached = sample[self.rotated:] if count == 0 else []
+        unreached = sample[self.rotated :] if count == 0 else []
         if not unreached:
             return self.launch(tuner, args, kwargs, kept)
         return self.cross_check(tuner, args, kwargs, unreached, kept, name)
@@ -131,8 +146,9 @@ class AutotuneShim:
         conflicts = kwargs.keys() & config.kwargs.keys()
         if conflicts:
             # What the device's autotuner raises before it benchmarks anything.
-            raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}."
-                             " Make sure that you don't re-define auto-tuned symbols.")
+            raise ValueError(
+                f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure that you don't re-define auto-tuned symbols."
+            )
         meta = config.all_kwargs()
         full = {**tuner.nargs, **kwargs, **meta}
         for name in getattr(tuner, "reset_to_zero", None) or []:
@@ -165,7 +181,9 @@ class AutotuneShim:
                     self.mismatch = ConfigMismatch(
                         f"autotuned kernel {name}: config [{describe(config)}] gives different results from "
                         f"config [{describe(kept)}] on the same inputs ({why}); the autotuner may pick either on "
-                        "the device, so every config must be right", name)
+                        "the device, so every config must be right",
+                        name,
+                    )
                     raise self.mismatch
         return ret
 
@@ -232,15 +250,17 @@ def _storages(values: list[Any]) -> list[Any]:
 def _same(a: Any, b: Any) -> bool:
     import torch
 
-    return bool(torch.equal(a, b)) or bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8))) \
-        if a.is_contiguous() and b.is_contiguous() else bool(torch.equal(a, b))
+    return (
+        bool(torch.equal(a, b)) or bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+        if a.is_contiguous() and b.is_contiguous()
+        else bool(torch.equal(a, b))
+    )
 
 
 def install_libentry(autotuner: Any) -> None:
     """triton-ascend's `triton.runtime.libentry` imports torch_npu; here its
     decorators are what they mean for the numbers: the kernel, and an autotuner."""
-    if "triton.runtime.libentry" in sys.modules and not getattr(sys.modules["triton.runtime.libentry"],
-                                                                  "__sage__", False):
+    if "triton.runtime.libentry" in sys.modules and not getattr(sys.modules["triton.runtime.libentry"], "__sage__", False):
         return
     module = types.ModuleType("triton.runtime.libentry")
     module.__sage__ = True

@@ -174,8 +174,7 @@ def _reduce_through_fp32(original: Any, Handle: Any, bf16: Any) -> Any:
         inputs = input if isinstance(input, (tuple, list)) else (input,)
         if not any(getattr(t, "dtype", None) == bf16 for t in inputs):
             return original(self, input)
-        wide = [tl.tensor(Handle(to_f32(t.handle.data), tl.float32), _typed(t, tl.float32)) if t.dtype == bf16 else t
-                for t in inputs]
+        wide = [tl.tensor(Handle(to_f32(t.handle.data), tl.float32), _typed(t, tl.float32)) if t.dtype == bf16 else t for t in inputs]
         out = original(self, type(input)(wide) if isinstance(input, (tuple, list)) else wide[0])
         outs = out if isinstance(out, (tuple, list)) else (out,)
         back = []
@@ -183,7 +182,7 @@ def _reduce_through_fp32(original: Any, Handle: Any, bf16: Any) -> Any:
             if src.dtype == bf16 and getattr(res, "dtype", None) == tl.float32:
                 res = tl.tensor(Handle(to_bf16(res.handle.data), bf16), _typed(res, bf16))
             back.append(res)
-        back += list(outs[len(back):])
+        back += list(outs[len(back) :])
         return type(out)(back) if isinstance(out, (tuple, list)) else back[0]
 
     return apply
@@ -209,10 +208,10 @@ def _bf16_atomic(interpreter: Any, op: str, ptrs: Any, vals: Any, mask: Any) -> 
     for i in range(ptrs.size):
         if not mask[i]:
             continue
-        p = ptrs[i:i + 1]
+        p = ptrs[i : i + 1]
         cur = interpreter._interpreter.load(p, one, np.zeros(1, dtype=np.uint16), np.dtype(np.uint16))
         old[i] = cur[0]
-        a, b = to_f32(cur)[0], to_f32(vals[i:i + 1])[0]
+        a, b = to_f32(cur)[0], to_f32(vals[i : i + 1])[0]
         if "FADD" in op or op.endswith("ADD"):
             new = a + b
         elif "MAX" in op:

@@ -21,31 +21,70 @@ _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
 
 UNARY = {
-    "tanh": np.tanh, "sinh": np.sinh, "cosh": np.cosh, "exp": np.exp, "exp2": np.exp2, "exp10": lambda x: 10.0 ** x,
-    "expm1": np.expm1, "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x), "cbrt": np.cbrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
-    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "asinh": np.arcsinh, "acosh": np.arccosh,
-    "atanh": np.arctanh, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
-    "nearbyint": np.rint, "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5), "abs": np.abs,
-    "fabs": np.abs, "erf": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x), "erfc": _erfc,
-    "lgamma": _lgamma, "rcp_rn": lambda x: 1.0 / x, "fast_expf": np.exp, "fast_logf": np.log,
-    "fast_tanhf": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "exp10": lambda x: 10.0**x,
+    "expm1": np.expm1,
+    "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "cbrt": np.cbrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "rint": np.rint,
+    "nearbyint": np.rint,
+    "round": lambda x: np.sign(x) * np.floor(np.abs(x) + 0.5),
+    "abs": np.abs,
+    "fabs": np.abs,
+    "erf": lambda x: np.vectorize(math.erf, otypes=[np.float64])(x),
+    "erfc": _erfc,
+    "lgamma": _lgamma,
+    "rcp_rn": lambda x: 1.0 / x,
+    "fast_expf": np.exp,
+    "fast_logf": np.log,
+    "fast_tanhf": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
 }
 BINARY = {
-    "pow": np.power, "powf": np.power, "fmax": np.fmax, "fmin": np.fmin, "fmod": np.fmod, "atan2": np.arctan2,
-    "hypot": np.hypot, "div_rn": np.divide, "fdiv_rn": np.divide, "copysign": np.copysign,
-    "nextafter": np.nextafter, "remainder": np.remainder, "fast_powf": np.power, "fast_dividef": np.divide,
+    "pow": np.power,
+    "powf": np.power,
+    "fmax": np.fmax,
+    "fmin": np.fmin,
+    "fmod": np.fmod,
+    "atan2": np.arctan2,
+    "hypot": np.hypot,
+    "div_rn": np.divide,
+    "fdiv_rn": np.divide,
+    "copysign": np.copysign,
+    "nextafter": np.nextafter,
+    "remainder": np.remainder,
+    "fast_powf": np.power,
+    "fast_dividef": np.divide,
 }
-PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "finitef": np.isfinite,
-              "signbit": np.signbit}
+PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "finitef": np.isfinite, "signbit": np.signbit}
 
 
 def install() -> None:
     import importlib
 
     modules = []
-    for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice",
-                 "triton.language.extra.hip.libdevice"):
+    for name in ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice", "triton.language.extra.hip.libdevice"):
         try:
             modules.append(importlib.import_module(name))
         except ImportError:
@@ -82,8 +121,7 @@ def install() -> None:
             values = [operand(a) for a in args]
             dtype = next((d for _, d in values if d is not None), tl.float32)
             with np.errstate(all="ignore"):
-                wide = [v.astype(np.float64) if v.dtype == np.float16 or v.dtype == np.float32 else v
-                        for v, _ in values]
+                wide = [v.astype(np.float64) if v.dtype == np.float16 or v.dtype == np.float32 else v for v, _ in values]
                 out = fn(*wide)
             return result(out, tl.int1 if predicate else dtype)
 

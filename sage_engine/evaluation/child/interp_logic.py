@@ -59,10 +59,13 @@ def install(interpreter: Any) -> None:
 
         def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
             self.generic_visit(node)
-            thunks = [ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[],
-                                                    defaults=[]), body=value) for value in node.values]
-            call = ast.Call(func=ast.Name(id=HELPER, ctx=ast.Load()),
-                            args=[ast.Constant(value=isinstance(node.op, ast.And)), *thunks], keywords=[])
+            thunks = [
+                ast.Lambda(args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]), body=value)
+                for value in node.values
+            ]
+            call = ast.Call(
+                func=ast.Name(id=HELPER, ctx=ast.Load()), args=[ast.Constant(value=isinstance(node.op, ast.And)), *thunks], keywords=[]
+            )
             return ast.copy_location(call, node)
 
     rewriter.ast_transformer = ElementwiseBoolOps()

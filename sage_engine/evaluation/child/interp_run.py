@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.common import diagnostics
-from sage_engine.evaluation.child import (correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice,
-                                          interp_logic)
+from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice, interp_logic
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, HookReport, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
@@ -49,9 +48,9 @@ class InterpreterChecks:
         self.bounds = interp_bounds.BoundsChecker(self.cand_path)
         if args.get("bounds", True):
             self.bounds.install(interpreter)
-        self.autotune = interp_autotune.AutotuneShim(limit=int(args.get("autotune_configs", 4)),
-                                                     compare=self.compare, on_config=self.on_config,
-                                                     rotated=request.trials)
+        self.autotune = interp_autotune.AutotuneShim(
+            limit=int(args.get("autotune_configs", 4)), compare=self.compare, on_config=self.on_config, rotated=request.trials
+        )
         self.autotune.install()
 
     def on_config(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> None:
@@ -59,8 +58,7 @@ class InterpreterChecks:
 
     def compare(self, kept: Any, other: Any) -> str | None:
         """None when two configs' results agree under the task's tolerance."""
-        found = correctness.compare_one(kept, other, mode=self.request.tolerance_mode,
-                                        override=self.request.task.tolerance, label="output")
+        found = correctness.compare_one(kept, other, mode=self.request.tolerance_mode, override=self.request.task.tolerance, label="output")
         return None if found.ok else found.message
 
     def extras(self) -> HookReport | None:
@@ -84,12 +82,12 @@ class InterpreterChecks:
     def fault(self) -> Fail | None:
         oob = self.bounds.violation
         if oob is not None:
-            return Fail(status="runtime_error", message=str(oob), diagnostics=[
-                diagnostics.diagnostic("out_of_bounds", str(oob), line=oob.line)])
+            return Fail(
+                status="runtime_error", message=str(oob), diagnostics=[diagnostics.diagnostic("out_of_bounds", str(oob), line=oob.line)]
+            )
         bad = self.autotune.mismatch
         if bad is not None:
-            return Fail(status="incorrect", message=str(bad), diagnostics=[
-                diagnostics.diagnostic("autotune_config", str(bad))])
+            return Fail(status="incorrect", message=str(bad), diagnostics=[diagnostics.diagnostic("autotune_config", str(bad))])
         return None
 
     def with_version_note(self, event: Fail) -> Fail:

@@ -26,9 +26,16 @@ class FrameJudge:
         self.torch, self.data = torch, data
         self.mode, self.override, self.factor, self.judgement = mode, override, factor, judgement
 
-    def frame(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any] | None,
-              pristine: list[Any] | None, then: Callable[[], None] | None = None, observed: list[int] = (),
-              scaled_inputs: bool = False) -> tuple[correctness.Comparison, list[Any] | None]:
+    def frame(
+        self,
+        header: dict[str, Any],
+        ref_out: list[Any],
+        ref_in: list[Any] | None,
+        pristine: list[Any] | None,
+        then: Callable[[], None] | None = None,
+        observed: list[int] = (),
+        scaled_inputs: bool = False,
+    ) -> tuple[correctness.Comparison, list[Any] | None]:
         """The comparison for one frame, reading its tensors only once their
         headers match what the reference produced; `then` runs once the frame
         is read, before the comparison. (Comparison, the candidate's values)
@@ -63,30 +70,41 @@ class FrameJudge:
                 extra_cand.append(value)
         if then is not None:
             then()
-        result = correctness.compare_outputs(ref_out + extra_ref, cand + extra_cand, mode=self.mode,
-                                             override=self.override, small_output_factor=self.factor,
-                                             scaled_inputs=scaled_inputs)
+        result = correctness.compare_outputs(
+            ref_out + extra_ref,
+            cand + extra_cand,
+            mode=self.mode,
+            override=self.override,
+            small_output_factor=self.factor,
+            scaled_inputs=scaled_inputs,
+        )
         if result.scale is not None and not self.judgement.notes:
             self.judgement.notes.append(
                 f"outputs compared relative to their own scale: the largest magnitude, {result.scale:.3g}, is at "
                 f"most {self.factor:g}x the absolute tolerance, under which outputs of zeros would pass; "
-                f"atol {result.atol:.3g} applied")
+                f"atol {result.atol:.3g} applied"
+            )
         return result, cand
 
-    def check_inputs(self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int],
-                     observed: list[int] = ()) -> None:
+    def check_inputs(
+        self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int], observed: list[int] = ()
+    ) -> None:
         ref_alias = set(guards.aliased(ref_out, ref_in))
         for pair in header.get("aliased", []):
             i, j = int(pair[0]), int(pair[1])
             if (i, j) not in ref_alias:
-                raise cheat(f"output {i} shares memory with input {j}; return a new tensor",
-                             f"output {i} aliases input {j} (the reference returns fresh memory)")
+                raise cheat(
+                    f"output {i} shares memory with input {j}; return a new tensor",
+                    f"output {i} aliases input {j} (the reference returns fresh memory)",
+                )
         reported = {int(m.get("index", -1)) for m in header.get("mutated", []) if isinstance(m, dict)}
         unexpected = sorted((reported | set(observed)) - set(ref_mut))
         if unexpected:
-            raise Failure("rejected", f"the candidate modifies input {unexpected[0]} in place; the reference does not",
-                          [diagnostics.diagnostic("cheat", f"input {j} was mutated by ModelNew.forward")
-                           for j in unexpected])
+            raise Failure(
+                "rejected",
+                f"the candidate modifies input {unexpected[0]} in place; the reference does not",
+                [diagnostics.diagnostic("cheat", f"input {j} was mutated by ModelNew.forward") for j in unexpected],
+            )
 
     def read_value(self, entry: Any, ref: Any, label: str) -> tuple[Any, correctness.Comparison | None]:
         torch = self.torch
@@ -94,8 +112,10 @@ class FrameJudge:
             raise wire.ProtocolError("a frame entry that is not an object")
         kind = entry.get("kind")
         if kind == "subclass":
-            raise cheat(f"{label} is a {entry.get('type')}, a torch.Tensor subclass; return a plain torch.Tensor",
-                         f"{label} is a {entry.get('type')} (subclasses can compute lazily or lie in comparisons)")
+            raise cheat(
+                f"{label} is a {entry.get('type')}, a torch.Tensor subclass; return a plain torch.Tensor",
+                f"{label} is a {entry.get('type')} (subclasses can compute lazily or lie in comparisons)",
+            )
         if kind == "value":
             value = entry.get("value")
             if isinstance(ref, torch.Tensor):
@@ -109,23 +129,27 @@ class FrameJudge:
         if not isinstance(ref, torch.Tensor):
             return None, correctness.Comparison(False, message=f"{label}: expected {ref!r}, got a tensor")
         placeholder = torch.empty([int(s) for s in entry["shape"]], dtype=getattr(torch, entry["dtype"]), device="meta")
-        shape_check = correctness.compare_one(ref, placeholder, mode=self.mode, override=self.override, label=label) \
-            if tuple(placeholder.shape) != tuple(ref.shape) or placeholder.dtype != ref.dtype else None
+        shape_check = (
+            correctness.compare_one(ref, placeholder, mode=self.mode, override=self.override, label=label)
+            if tuple(placeholder.shape) != tuple(ref.shape) or placeholder.dtype != ref.dtype
+            else None
+        )
         if shape_check is not None:
             return None, shape_check
         if entry.get("device") != str(ref.device):
             return None, correctness.Comparison(
-                False, message=f"{label}: on device {entry.get('device')}; the reference's is on {ref.device}")
+                False, message=f"{label}: on device {entry.get('device')}; the reference's is on {ref.device}"
+            )
         return wire.read_tensor(self.data, entry, torch), None
 
     def check_cached(self, prev, ref_out, cand_out) -> None:
         prev_ref, prev_cand = prev
         if correctness.same_values(prev_cand, cand_out) and not correctness.same_values(prev_ref, ref_out):
-            raise cheat("the candidate returned the previous call's output for different inputs: outputs are "
-                         "cached, not computed", "returns cached outputs for new inputs")
-
+            raise cheat(
+                "the candidate returned the previous call's output for different inputs: outputs are cached, not computed",
+                "returns cached outputs for new inputs",
+            )
 
     def same_as(self, expected: list[Any], got: list[Any]) -> bool:
         """Whether `got` matches `expected` as a frame's outputs are judged."""
-        return correctness.compare_outputs(expected, got, mode=self.mode, override=self.override,
-                                           small_output_factor=self.factor).ok
+        return correctness.compare_outputs(expected, got, mode=self.mode, override=self.override, small_output_factor=self.factor).ok

@@ -38,13 +38,28 @@ def run(request: Request, emit: Any) -> dict[str, Any]:
     spec = os.path.join(os.getcwd(), "ncu-request.json")
     with open(spec, "w", encoding="utf-8") as fh:
         json.dump(request.to_dict(), fh)
-    command = [request.runner_args["ncu"], "--csv", "--page", "raw", "--metrics", ",".join(METRICS),
-               "--target-processes", "all", "--nvtx", "--nvtx-include", f"{RANGE}/",
-               "--launch-count", str(LAUNCH_COUNT), sys.executable, "-m", "sage_engine.evaluation.child.ncu", spec]
+    command = [
+        request.runner_args["ncu"],
+        "--csv",
+        "--page",
+        "raw",
+        "--metrics",
+        ",".join(METRICS),
+        "--target-processes",
+        "all",
+        "--nvtx",
+        "--nvtx-include",
+        f"{RANGE}/",
+        "--launch-count",
+        str(LAUNCH_COUNT),
+        sys.executable,
+        "-m",
+        "sage_engine.evaluation.child.ncu",
+        spec,
+    ]
     emit.progress(0, 1, "profiling the candidate's kernels with Nsight Compute")
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=request.timeout_s * TIMEOUT_SHARE,
-                              check=False)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=request.timeout_s * TIMEOUT_SHARE, check=False)
     except subprocess.TimeoutExpired:
         return {"error": f"ncu did not finish within {request.timeout_s * TIMEOUT_SHARE:.0f} s"}
     rows = parse_csv(done.stdout)

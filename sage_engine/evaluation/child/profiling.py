@@ -51,14 +51,45 @@ except ImportError:  # a torch without it: FLOPs are not counted
     flop_registry = None
 
 # Ops that allocate or re-view memory without touching its values: no kernel runs.
-NO_DATA_OPS = frozenset({
-    "aten::empty", "aten::empty_strided", "aten::empty_like", "aten::resize_", "aten::as_strided", "aten::view",
-    "aten::_reshape_alias", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::expand_as", "aten::t",
-    "aten::transpose", "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice",
-    "aten::narrow", "aten::detach", "aten::alias", "aten::lift_fresh", "aten::resolve_conj", "aten::resolve_neg",
-    "aten::unbind", "aten::split", "aten::chunk", "aten::flatten", "aten::unflatten", "aten::view_as",
-    "aten::contiguous", "aten::set_", "aten::to", "aten::numpy_T", "aten::result_type",
-})
+NO_DATA_OPS = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::resize_",
+        "aten::as_strided",
+        "aten::view",
+        "aten::_reshape_alias",
+        "aten::_unsafe_view",
+        "aten::reshape",
+        "aten::expand",
+        "aten::expand_as",
+        "aten::t",
+        "aten::transpose",
+        "aten::permute",
+        "aten::unsqueeze",
+        "aten::squeeze",
+        "aten::select",
+        "aten::slice",
+        "aten::narrow",
+        "aten::detach",
+        "aten::alias",
+        "aten::lift_fresh",
+        "aten::resolve_conj",
+        "aten::resolve_neg",
+        "aten::unbind",
+        "aten::split",
+        "aten::chunk",
+        "aten::flatten",
+        "aten::unflatten",
+        "aten::view_as",
+        "aten::contiguous",
+        "aten::set_",
+        "aten::to",
+        "aten::numpy_T",
+        "aten::result_type",
+    }
+)
 # An op that spends less than this share of its time in itself hands its work
 # to the ops it calls (aten::linear -> aten::addmm): those are the kernels.
 OWN_WORK_SHARE = 0.5
@@ -93,8 +124,7 @@ def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
     else:
         found, names = torch_profile(side, call, calls)
         # No op torch has a FLOP formula for ran: the counting call would count nothing.
-        matrix_work = flop_registry is not None and not names.isdisjoint(
-            getattr(k, "_qualified_op_name", "") for k in flop_registry)
+        matrix_work = flop_registry is not None and not names.isdisjoint(getattr(k, "_qualified_op_name", "") for k in flop_registry)
     reply: dict[str, Any] = {"side": vars(found) | {"kernels": [vars(k) for k in found.kernels]}}
     if side.role == "reference":
         reply["work"] = vars(measure_work(side, model, values, last[0], count_flops=matrix_work))
@@ -131,8 +161,7 @@ def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[st
     note = ""
     if cuda:
         # Device kernels carry no host parent to tell their call by: the mean over the calls.
-        device = [(e.name, e.time_range.elapsed_us()) for e in prof.function_events
-                  if e.device_type == DeviceType.CUDA]
+        device = [(e.name, e.time_range.elapsed_us()) for e in prof.function_events if e.device_type == DeviceType.CUDA]
         if device:
             found = summarise("cuda-kernels", device, calls, sum(walls))
             found.wall_us, found.bare_us = min(walls) * 1e6, min(bare) * 1e6
@@ -189,7 +218,7 @@ def call_index(event: Any) -> int | None:
     parent = event.cpu_parent
     while parent is not None:
         if parent.name.startswith(MARKER):
-            suffix = parent.name[len(MARKER):]
+            suffix = parent.name[len(MARKER) :]
             return int(suffix) if suffix.isdigit() else None
         parent = parent.cpu_parent
     return None
@@ -224,10 +253,14 @@ def summarise(source: str, kernels: list[tuple[str, float]], calls: int, wall_s:
         launches[name] += 1
         times[name] += max(0.0, float(us))
     top = sorted(times, key=lambda n: -times[n])[:MAX_KERNELS]
-    return SideKernels(source=source, calls=calls,
-                       kernels=[KernelTime(n, launches[n] / calls, times[n] / calls) for n in top],
-                       launches=len(kernels) / calls, kernel_us=sum(times.values()) / calls,
-                       wall_us=wall_s * 1e6 / calls)
+    return SideKernels(
+        source=source,
+        calls=calls,
+        kernels=[KernelTime(n, launches[n] / calls, times[n] / calls) for n in top],
+        launches=len(kernels) / calls,
+        kernel_us=sum(times.values()) / calls,
+        wall_us=wall_s * 1e6 / calls,
+    )
 
 
 @contextlib.contextmanager
@@ -273,8 +306,9 @@ def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_fl
     outputs = correctness.as_output_list(out)
     unused = unused_inputs(model, values, outputs)
     if unused:
-        note = "; ".join(filter(None, [note, f"input(s) {', '.join(map(str, unused))} do not change the output: "
-                                              "their bytes are not counted"]))
+        note = "; ".join(
+            filter(None, [note, f"input(s) {', '.join(map(str, unused))} do not change the output: their bytes are not counted"])
+        )
     used = [v for i, v in enumerate(values) if i not in unused]
     tensors = list(flat_tensors(used)) + list(flat_tensors(outputs))
     return Work(bytes=distinct_bytes(tensors), flops=flops, note=note)

@@ -11,7 +11,6 @@ reference, slow it down from inside, or make the comparison lie.
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
@@ -22,8 +21,18 @@ from sage_engine.evaluation.child.fresh import FreshChecks
 from sage_engine.evaluation.child.inputs import InputSender
 from sage_engine.evaluation.child.judge import FrameJudge
 from sage_engine.evaluation.child.side import Failure, Side
-from sage_engine.evaluation.protocol import (CaseEvent, CaseResult, InputsShared, Judgement, Lost, ReferenceDone, Request,
-                                             Variant, VariantRow, Verdict)
+from sage_engine.evaluation.protocol import (
+    CaseEvent,
+    CaseResult,
+    InputsShared,
+    Judgement,
+    Lost,
+    ReferenceDone,
+    Request,
+    Variant,
+    VariantRow,
+    Verdict,
+)
 
 
 class ReferenceSide(Side):
@@ -35,8 +44,14 @@ class ReferenceSide(Side):
         self.sender = InputSender(self.torch, channels.shared, channels.inputs)
         self.host_only: set[int] = set()  # cases whose inputs cannot be made on the device
         self.judgement = Judgement()
-        self.judge = FrameJudge(self.torch, channels.data, mode=request.tolerance_mode, override=self.task.tolerance,
-                                factor=request.verdict.small_output_factor, judgement=self.judgement)
+        self.judge = FrameJudge(
+            self.torch,
+            channels.data,
+            mode=request.tolerance_mode,
+            override=self.task.tolerance,
+            factor=request.verdict.small_output_factor,
+            judgement=self.judgement,
+        )
         self.checks = FreshChecks(self)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
 
@@ -59,17 +74,27 @@ class ReferenceSide(Side):
             return
         except wire.ProtocolError as exc:
             # Only code in the candidate process can garble what it sends.
-            self.emit.send(Failure("rejected", f"the candidate's outputs arrived garbled ({exc}): something in the "
-                                   "candidate process wrote to the harness's channels",
-                                   [diagnostics.diagnostic("cheat", f"garbled output frames: {exc}")]).event())
+            self.emit.send(
+                Failure(
+                    "rejected",
+                    f"the candidate's outputs arrived garbled ({exc}): something in the candidate process wrote to the harness's channels",
+                    [diagnostics.diagnostic("cheat", f"garbled output frames: {exc}")],
+                ).event()
+            )
             return
         from sage_engine.evaluation.child.device import device_name
 
-        self.emit.send(ReferenceDone(
-            chosen=self.timed.index if self.timed else 0, sizes=self.sizes,
-            device_name=device_name(self.device.type) if self.device.type != "cpu" else None,
-            slowest_call=self.slowest, inputs=self.inputs_report(), judgement=self.judgement,
-            phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s}))
+        self.emit.send(
+            ReferenceDone(
+                chosen=self.timed.index if self.timed else 0,
+                sizes=self.sizes,
+                device_name=device_name(self.device.type) if self.device.type != "cpu" else None,
+                slowest_call=self.slowest,
+                inputs=self.inputs_report(),
+                judgement=self.judgement,
+                phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s},
+            )
+        )
         self.serve()
 
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
@@ -114,20 +139,23 @@ class ReferenceSide(Side):
             made = self.make_inputs(index, module, next_seed) if trial + 1 < self.trials else []
             header = self.read_frame(index, trial)
             observed = self.changed_by_candidate(index, pristine)
-            send_next = (lambda m=made, s=next_seed, t=trial + 1: self.send_inputs(m, s, case=index, trial=t)) \
-                if trial + 1 < self.trials else None
+            send_next = (
+                (lambda m=made, s=next_seed, t=trial + 1: self.send_inputs(m, s, case=index, trial=t)) if trial + 1 < self.trials else None
+            )
             result, cand_out = self.judge.frame(header, ref_out, values, pristine, then=send_next, observed=observed)
             if not result.ok and prev is not None and cand_out is not None:
                 self.judge.check_cached(prev, ref_out, cand_out)
-            self.emit.send(CaseEvent(case_result=CaseResult(case, trial, result.ok, result.max_abs_error,
-                                                         result.max_rel_error, result.message)))
+            self.emit.send(
+                CaseEvent(case_result=CaseResult(case, trial, result.ok, result.max_abs_error, result.max_rel_error, result.message))
+            )
             if not result.ok:
                 self.emit.send(Verdict(status="incorrect", message=result.message))
                 return False
             prev = (ref_out, cand_out or [])
         if constant and self.trials > 1 and not self.judgement.constant:
-            self.judgement.constant = (f"the reference's output was the same for all {self.trials} input sets of "
-                                       f"case {index + 1} (within tolerance)")
+            self.judgement.constant = (
+                f"the reference's output was the same for all {self.trials} input sets of case {index + 1} (within tolerance)"
+            )
         self.declared_at = self.declared_at or changes.shapes(values)
         self.sizes.append(self.input_bytes(values))
         self.keep_largest(index, module, model, values)
@@ -155,51 +183,42 @@ class ReferenceSide(Side):
                 reasons.append(f"{row}: {failure.message}")
                 continue
             if variant.scale:
-                unfit = self.ill_conditioned(model, values, ref_out)
+                unfit = correctness.unfit_at_large_values(
+                    model, values, ref_out, mode=self.req.tolerance_mode, override=self.task.tolerance
+                )
                 if unfit:
                     reasons.append(unfit)
                     continue
             return self.judge_variant(index, variant, row, sent, values, pristine, ref_out, seed)
-        self.judgement.variants.append(VariantRow(variant.name, "dropped", reason="; ".join(reasons)[:600]
-                                                  or "no sizes to vary"))
+        self.judgement.variants.append(VariantRow(variant.name, "dropped", reason="; ".join(reasons)[:600] or "no sizes to vary"))
         return True
 
-    def ill_conditioned(self, model: Any, values: list[Any], ref_out: list[Any]) -> str:
-        """Why the reference's own outputs at large input values are no answer
-        to hold a kernel to ("" when they are): not finite, or not what the
-        same reference computes in float64 to the tolerance (attention over
-        scores x10^4 turns on rounding: no kernel can match it)."""
-        if not correctness.all_finite(ref_out):
-            return "its outputs are not finite at these input values"
-        torch = self.torch
-        try:
-            with torch.no_grad():
-                exact = correctness.as_output_list(copy.deepcopy(model).double()(*[
-                    v.double() if changes.floating(v) and not v.is_complex() else v for v in values]))
-            exact = [e.to(r.dtype) if isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) else e
-                     for e, r in zip(exact, ref_out)]
-        except Exception as exc:  # noqa: BLE001 - a reference that cannot run in float64 cannot be checked so
-            return f"its accuracy at these input values cannot be checked in float64 ({type(exc).__name__})"
-        check = correctness.compare_outputs(exact, ref_out, mode=self.req.tolerance_mode,
-                                            override=self.task.tolerance, scaled_inputs=True)
-        return "" if check.ok else f"the reference itself is not accurate to the tolerance there ({check.message[:200]})"
-
-    def judge_variant(self, index: int, variant: Variant, row: dict[str, Any], sent: list[Any], values: list[Any],
-                      pristine: list[Any], ref_out: list[Any], seed: int) -> bool:
+    def judge_variant(
+        self,
+        index: int,
+        variant: Variant,
+        row: dict[str, Any],
+        sent: list[Any],
+        values: list[Any],
+        pristine: list[Any],
+        ref_out: list[Any],
+        seed: int,
+    ) -> bool:
         """`sent`: the inputs as made (the candidate's copy); `values`, `pristine`:
         the reference's on the device after and before its forward."""
         at = changes.shapes(pristine) + (f" with inputs x{variant.scale:g}" if variant.scale else "")
         self.send_inputs(sent, seed, case=index, trial=0, row=row, variant=variant.name, at=at, model_seed=seed)
         header = self.read_frame(index, 0)
         observed = self.changed_by_candidate(index, pristine)
-        result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed,
-                                     scaled_inputs=variant.scale is not None)
+        result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed, scaled_inputs=variant.scale is not None)
         message = result.message
         if not result.ok:
-            message = (f"correct at {self.declared_at}, wrong at {at} ({variant.name}): "
-                       f"{changes.variant_hint(variant.name)} {result.message}")
-        self.emit.send(CaseEvent(case_result=CaseResult(row, 0, result.ok, result.max_abs_error, result.max_rel_error,
-                                                     message, variant=variant.name)))
+            message = (
+                f"correct at {self.declared_at}, wrong at {at} ({variant.name}): {changes.variant_hint(variant.name)} {result.message}"
+            )
+        self.emit.send(
+            CaseEvent(case_result=CaseResult(row, 0, result.ok, result.max_abs_error, result.max_rel_error, message, variant=variant.name))
+        )
         self.judgement.variants.append(VariantRow(variant.name, "passed" if result.ok else "failed", at))
         if not result.ok:
             self.emit.send(Verdict(status="incorrect", message=message))
@@ -208,8 +227,9 @@ class ReferenceSide(Side):
     def read_frame(self, index: int, trial: Any) -> dict[str, Any]:
         header = wire.read_header(self.ch.data)
         if header.get("case") != index or header.get("trial") != trial:
-            raise wire.ProtocolError(f"expected the frame of case {index} trial {trial}, got "
-                                     f"{header.get('case')!r}/{header.get('trial')!r}")
+            raise wire.ProtocolError(
+                f"expected the frame of case {index} trial {trial}, got {header.get('case')!r}/{header.get('trial')!r}"
+            )
         self.note_transport(header)
         return header
 
@@ -252,8 +272,12 @@ class ReferenceSide(Side):
     def inputs_report(self) -> dict[str, Any]:
         s = self.sender
         via = "cuda ipc" if s.ipc_open else "shared memory"
-        return {"via": via, "shared_bytes": s.shared_bytes, "pipe_bytes": s.pipe_bytes,
-                "on_device": self.device.type != "cpu" and len(self.host_only) < len(self.task.cases)}
+        return {
+            "via": via,
+            "shared_bytes": s.shared_bytes,
+            "pipe_bytes": s.pipe_bytes,
+            "on_device": self.device.type != "cpu" and len(self.host_only) < len(self.task.cases),
+        }
 
     # -- timing commands
 

@@ -182,9 +182,11 @@ class Side:
         try:
             exec(code, module.__dict__)
         except BaseException as exc:
-            raise Failure("task_error", f"the task's reference failed to load: {diagnostics.exception_text(exc)}; "
-                          "the task is at fault, not the candidate",
-                          [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))])
+            raise Failure(
+                "task_error",
+                f"the task's reference failed to load: {diagnostics.exception_text(exc)}; the task is at fault, not the candidate",
+                [diagnostics.diagnostic("reference", diagnostics.exception_text(exc))],
+            )
         for key, value in case.items():
             value = self.case_value(value)
             if isinstance(module.__dict__.get(key), tuple) and isinstance(value, list):
@@ -211,8 +213,11 @@ class Side:
             text += diagnostics.memory_cap_note(self.req.limits.memory_mb)
         # The task's own code failed: its fault, not the candidate's (from the
         # candidate's process the worker reports it as the candidate's failure).
-        return Failure("task_error", f"{what}: {text}; the task is at fault, not the candidate (it cannot run here "
-                       "as written)", [diagnostics.diagnostic("reference", text)])
+        return Failure(
+            "task_error",
+            f"{what}: {text}; the task is at fault, not the candidate (it cannot run here as written)",
+            [diagnostics.diagnostic("reference", text)],
+        )
 
     def reseed(self, seed: int) -> None:
         """Seed what this side draws from. On the CPU only the CPU generator:
@@ -262,8 +267,7 @@ class Side:
 
     def input_bytes(self, values: list[Any]) -> int:
         """Bytes the inputs hold (a sparse tensor's stored parts, not the dense size it describes)."""
-        return sum(c.numel() * c.element_size() for v in values if isinstance(v, self.torch.Tensor)
-                   for c in guards.components(v))
+        return sum(c.numel() * c.element_size() for v in values if isinstance(v, self.torch.Tensor) for c in guards.components(v))
 
     def keep_largest(self, index: int, module: types.ModuleType, model: Any, values: list[Any]) -> None:
         size = self.input_bytes(values)
@@ -302,8 +306,9 @@ class Side:
             if i == 0:
                 # A forward that updates its inputs in place may return them: the calls
                 # that follow would change the output the fresh-input check reads.
-                self.last_first = [v.clone() if isinstance(v, self.torch.Tensor) else v
-                                   for v in correctness.as_output_list(out)] if keep else out
+                self.last_first = (
+                    [v.clone() if isinstance(v, self.torch.Tensor) else v for v in correctness.as_output_list(out)] if keep else out
+                )
 
         self.churn_s = 0.0
         with self.torch.no_grad():
@@ -325,8 +330,7 @@ class Side:
             # The host time the inputs' changes took between calls (outside the
             # timed intervals, inside the worker's clock), and, once a call left
             # device work on another stream, that.
-            return f"ok {seconds!r} churn {self.churn_s / n!r}" + (
-                " all-streams" if getattr(self.timer, "all_streams", False) else "")
+            return f"ok {seconds!r} churn {self.churn_s / n!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
         if verb == "profile-kernels":
@@ -368,7 +372,11 @@ class Side:
                 reply = "err " + wire.json_text(failure.event().to_dict())
             except BaseException as exc:  # noqa: BLE001 - the worker turns it into a result
                 text = diagnostics.exception_text(exc)
-                reply = "err " + wire.json_text(Fail(
-                    status="runtime_error", message=f"the {self.role} failed while timing: {text}",
-                    diagnostics=[diagnostics.diagnostic("harness", text)]).to_dict())
+                reply = "err " + wire.json_text(
+                    Fail(
+                        status="runtime_error",
+                        message=f"the {self.role} failed while timing: {text}",
+                        diagnostics=[diagnostics.diagnostic("harness", text)],
+                    ).to_dict()
+                )
             wire.write_all(self.ch.rep, (reply + "\n").encode())

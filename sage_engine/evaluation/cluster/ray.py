@@ -62,8 +62,17 @@ class RunningEvaluation:
 class LocalEvaluate(Protocol):
     """Evaluates on the host it runs on (`harness.evaluate_here`)."""
 
-    def __call__(self, config: Config, task: "Task", source: str, *, backend: str, trials: int | None,
-                 progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult: ...
+    def __call__(
+        self,
+        config: Config,
+        task: "Task",
+        source: str,
+        *,
+        backend: str,
+        trials: int | None,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+    ) -> EvalResult: ...
 
 
 def this_host() -> str:
@@ -101,12 +110,12 @@ def connect(config: Config) -> None:
     if ray.is_initialized():
         current = ray.get_runtime_context().gcs_address
         if address != "auto" and not _same_address(address, current):
-            raise BackendUnavailable(f"this process already evaluates on the Ray cluster at {current}, not "
-                                     f"RAY_ADDRESS={address}: one cluster per server process")
+            raise BackendUnavailable(
+                f"this process already evaluates on the Ray cluster at {current}, not RAY_ADDRESS={address}: one cluster per server process"
+            )
         return
     try:
-        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING,
-                 configure_logging=False)
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise BackendUnavailable(
             f"cannot reach the Ray cluster at RAY_ADDRESS={config.ray_address or '(unset: auto)'}: {exc}. Start one "
@@ -155,18 +164,30 @@ class RayExecutor:
 
     # ------------------------------------------------------------ evaluation
 
-    def evaluate(self, task: "Task", source: str, *, backend: str, trials: int | None,
-                 progress: ProgressCallback | None, cancel: threading.Event | None) -> EvalResult:
+    def evaluate(
+        self,
+        task: "Task",
+        source: str,
+        *,
+        backend: str,
+        trials: int | None,
+        progress: ProgressCallback | None,
+        cancel: threading.Event | None,
+    ) -> EvalResult:
         import ray
 
         c = self.config
         resources = backend_resources(c, backend)
-        options: dict[str, Any] = {"name": task_name(task.id, backend), "max_retries": c.ray_retries, "retry_exceptions": False,
-                                   "num_cpus": resources.pop("CPU", 0.0), "num_gpus": resources.pop("GPU", 0.0)}
+        options: dict[str, Any] = {
+            "name": task_name(task.id, backend),
+            "max_retries": c.ray_retries,
+            "retry_exceptions": False,
+            "num_cpus": resources.pop("CPU", 0.0),
+            "num_gpus": resources.pop("GPU", 0.0),
+        }
         if resources:
             options["resources"] = resources
-        gen = self._remote.options(**options).remote(HostRequest(task, source, backend, trials, _host_config(c),
-                                                                   self.evaluate_here))
+        gen = self._remote.options(**options).remote(HostRequest(task, source, backend, trials, _host_config(c), self.evaluate_here))
         watch = _Watch(time.monotonic())
         lost = lambda why: _lost(task, backend, source, why, watch.hosts)  # noqa: E731
         try:
@@ -177,8 +198,9 @@ class RayExecutor:
                     raise Cancelled("the evaluation was cancelled; the host stopped it and nothing was recorded")
                 if watch.started is None and now - watch.waiting_since > c.ray_queue_timeout_s:
                     ray.cancel(gen)
-                    return lost(f"no host with {backend_resources(c, backend)} free within {c.ray_queue_timeout_s:.0f} s "
-                                "(ray_queue_timeout_s)")
+                    return lost(
+                        f"no host with {backend_resources(c, backend)} free within {c.ray_queue_timeout_s:.0f} s (ray_queue_timeout_s)"
+                    )
                 if watch.started is not None and now - watch.started > c.eval_timeout_s + TRANSFER_MARGIN_S:
                     ray.cancel(gen)
                     return lost(f"no result within {c.eval_timeout_s:.0f} s of starting")
@@ -208,8 +230,9 @@ class RayExecutor:
                     result = EvalResult.model_validate(event.result)
                     if not watch.lost_hosts:
                         return result
-                    return result.model_copy(update={"message": f"{result.message} (retried on {event.host} after "
-                                                                f"{HOST_LOST}: {', '.join(watch.lost_hosts)})"})
+                    return result.model_copy(
+                        update={"message": f"{result.message} (retried on {event.host} after {HOST_LOST}: {', '.join(watch.lost_hosts)})"}
+                    )
         except BaseException:
             ray.cancel(gen)  # a caller that stops listening must not leave the evaluation running
             raise
@@ -225,8 +248,14 @@ class RayExecutor:
         out = []
         for node in list_nodes(detail=True, raise_on_missing_output=False):
             total = {k: v for k, v in (node.resources_total or {}).items() if not k.startswith("node:") and "memory" not in k}
-            out.append(HostSlots(host=f"{node.node_name or node.node_ip}", alive=node.state == "ALIVE", total=total,
-                                 free={k: free_by_node.get(node.node_id, {}).get(k, 0.0) for k in total}))
+            out.append(
+                HostSlots(
+                    host=f"{node.node_name or node.node_ip}",
+                    alive=node.state == "ALIVE",
+                    total=total,
+                    free={k: free_by_node.get(node.node_id, {}).get(k, 0.0) for k in total},
+                )
+            )
         if not out:
             out = [HostSlots("cluster", True, ray.cluster_resources(), ray.available_resources())]
         return out
@@ -288,8 +317,9 @@ def evaluation_tasks(state: str | None = None, detail: bool = False) -> list[Any
     from ray.util.state import list_tasks
 
     filters = [("state", "=", state)] if state else []
-    return [t for t in list_tasks(filters=filters, detail=detail, raise_on_missing_output=False)
-            if (t.name or "").split("|")[0] == TASK_NAME]
+    return [
+        t for t in list_tasks(filters=filters, detail=detail, raise_on_missing_output=False) if (t.name or "").split("|")[0] == TASK_NAME
+    ]
 
 
 def running_evaluations() -> list[RunningEvaluation]:
@@ -305,9 +335,16 @@ def running_evaluations() -> list[RunningEvaluation]:
         _, task_id, backend = (t.name.split("|", 2) + ["", ""])[:3]
         created = (t.creation_time_ms or t.start_time_ms or now * 1000) / 1000
         state = "running" if t.state == "RUNNING" else "queued"
-        out.append(RunningEvaluation(task=task_id, backend=backend, state=state,
-                                     host=names.get(t.node_id) if t.node_id else None, age_s=max(0.0, now - created),
-                                     request_id=t.task_id))
+        out.append(
+            RunningEvaluation(
+                task=task_id,
+                backend=backend,
+                state=state,
+                host=names.get(t.node_id) if t.node_id else None,
+                age_s=max(0.0, now - created),
+                request_id=t.task_id,
+            )
+        )
     return out
 
 
@@ -330,8 +367,15 @@ def _lost(task: "Task", backend: str, source: str, why: str, hosts: list[str]) -
     from sage_engine.evaluation.host.machine import candidate_hash
 
     where = f" (last host: {hosts[-1]})" if hosts else ""
-    return EvalResult(status="host_error", message=f"{HOST_LOST}: {why}{where}", task=task.id, backend=backend,
-                      hardware="unknown", candidate_hash=candidate_hash(source), host=hosts[-1] if hosts else None)
+    return EvalResult(
+        status="host_error",
+        message=f"{HOST_LOST}: {why}{where}",
+        task=task.id,
+        backend=backend,
+        hardware="unknown",
+        candidate_hash=candidate_hash(source),
+        host=hosts[-1] if hosts else None,
+    )
 
 
 def _first_line(exc: BaseException) -> str:
@@ -339,6 +383,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------ the host's side
+
 
 @dataclass(frozen=True)
 class HostRequest:
@@ -367,8 +412,15 @@ def evaluate_on_host(request: HostRequest) -> Iterator[HostEvent]:
 
     def run() -> None:
         try:
-            result = request.evaluate(request.config, request.task, request.source, backend=request.backend,
-                                      trials=request.trials, progress=progress, cancel=cancel)
+            result = request.evaluate(
+                request.config,
+                request.task,
+                request.source,
+                backend=request.backend,
+                trials=request.trials,
+                progress=progress,
+                cancel=cancel,
+            )
             events.put(HostEvent(host, node, result=result.model_dump(mode="json")))
         except BaseException as exc:  # noqa: BLE001 - handed to the generator, which re-raises it to the caller
             events.put(HostEvent(host, node, error=exc))

@@ -167,8 +167,6 @@ def pids_cgroup_base() -> Path | None:
     return None
 
 
-
-
 def _kill(pid: int) -> None:
     try:
         os.kill(pid, signal.SIGKILL)

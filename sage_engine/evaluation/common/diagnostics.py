@@ -24,8 +24,12 @@ _COMPILER_RE = re.compile(
 
 
 def diagnostic(
-    category: str, message: str, line: int | None = None, column: int | None = None,
-    severity: str = "error", kernel: str | None = None,
+    category: str,
+    message: str,
+    line: int | None = None,
+    column: int | None = None,
+    severity: str = "error",
+    kernel: str | None = None,
 ) -> dict[str, Any]:
     return {
         "category": category,
@@ -49,7 +53,7 @@ _DEVICE_OOM = ("CUDA out of memory", "NPU out of memory", "OutOfMemoryError")
 
 
 def out_of_memory(exc: BaseException) -> str | None:
-    """"host" when the process ran out of its memory cap, "device" when the
+    """ "host" when the process ran out of its memory cap, "device" when the
     accelerator's memory ran out, else None."""
     text = f"{type(exc).__name__}: {exc}"
     if any(marker in text for marker in _DEVICE_OOM):
@@ -63,8 +67,7 @@ def memory_cap_note(memory_mb: int | None) -> str:
     """Names the setting that raises the cap an allocation just hit."""
     if not memory_mb:
         return ""
-    return (f" (each evaluation process may use {memory_mb} MB: raise Config.eval_memory_mb, "
-            "e.g. SAGE_EVAL_MEMORY_MB, to allow more)")
+    return f" (each evaluation process may use {memory_mb} MB: raise Config.eval_memory_mb, e.g. SAGE_EVAL_MEMORY_MB, to allow more)"
 
 
 def candidate_frames(exc: BaseException, candidate_path: str) -> list[traceback.FrameSummary]:
@@ -79,9 +82,7 @@ def candidate_frames(exc: BaseException, candidate_path: str) -> list[traceback.
         chain.append(current)
         current = current.__cause__ or current.__context__
     for e in reversed(chain):
-        frames.extend(
-            f for f in traceback.extract_tb(e.__traceback__) if _same_file(f.filename, candidate_path)
-        )
+        frames.extend(f for f in traceback.extract_tb(e.__traceback__) if _same_file(f.filename, candidate_path))
     return frames
 
 
@@ -128,10 +129,7 @@ def _string_constants(source: str) -> list[tuple[int, str]]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    return [
-        (n.lineno, n.value) for n in ast.walk(tree)
-        if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value
-    ]
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value]
 
 
 def _map_generated_line(path: Path, lineno: int, strings: list[tuple[int, str]]) -> int | None:

@@ -79,7 +79,7 @@ class TailBuffer:
             del self.data[: len(self.data) - self.cap]
 
     def text(self) -> str:
-        tail = bytes(self.data[-self.cap:])
+        tail = bytes(self.data[-self.cap :])
         dropped = self.total - len(tail)
         prefix = f"[... {dropped} earlier bytes dropped ...]\n" if dropped > 0 else ""
         return prefix + tail.decode("utf-8", errors="replace")
@@ -107,7 +107,7 @@ def stat_fields(pid: int | str) -> list[str]:
             raw = fh.read().decode(errors="replace")
     except OSError:
         return []
-    return raw[raw.rfind(")") + 2:].split()
+    return raw[raw.rfind(")") + 2 :].split()
 
 
 def proc_table() -> dict[int, ProcInfo]:
@@ -123,8 +123,12 @@ def proc_table() -> dict[int, ProcInfo]:
         if len(rest) < 20:
             continue
         table[int(name)] = ProcInfo(
-            pid=int(name), ppid=int(rest[1]), session=int(rest[3]), threads=int(rest[17]),
-            start=int(rest[19]), zombie=rest[0] in ("Z", "X"),
+            pid=int(name),
+            ppid=int(rest[1]),
+            session=int(rest[3]),
+            threads=int(rest[17]),
+            start=int(rest[19]),
+            zombie=rest[0] in ("Z", "X"),
         )
     return table
 

@@ -213,7 +213,7 @@ def median_interval(samples: list[float]) -> tuple[float, float]:
     k and n-1-k with k = floor((n - 1.96 sqrt(n)) / 2)."""
     ordered = sorted(samples)
     n = len(ordered)
-    k = max(0, int((n - Z_95 * n ** 0.5) // 2))
+    k = max(0, int((n - Z_95 * n**0.5) // 2))
     return ordered[k], ordered[n - 1 - k]
 
 

@@ -32,8 +32,7 @@ FOLDER = "calibration"
 RUNNER = "sage_engine.evaluation.child.calibration:measure"
 TIMEOUT_S = 300.0  # a few seconds on a CPU; device start-up and a slow fp16 matmul need more
 # The calibration runs no task: its request carries an empty one.
-TASK = TaskSpec(id="calibration", reference_source="", reference_path=None, cases=[{}], tolerance={}, forbid=[],
-                seed=0, import_roots=[])
+TASK = TaskSpec(id="calibration", reference_source="", reference_path=None, cases=[{}], tolerance={}, forbid=[], seed=0, import_roots=[])
 
 
 @dataclass(frozen=True)
@@ -60,8 +59,7 @@ def load(cache_dir: Path, key: Key) -> MachineLimits | None:
     except (OSError, ValueError, ValidationError) as exc:
         log.warning("ignoring the calibration in %s (%s); measuring again", path, exc)
         return None
-    if (found.backend, found.hardware, found.threads, found.torch) != (key.backend, key.hardware, key.threads,
-                                                                       key.torch):
+    if (found.backend, found.hardware, found.threads, found.torch) != (key.backend, key.hardware, key.threads, key.torch):
         return None
     return found.model_copy(update={"cached": True, "path": str(path)})
 
@@ -89,12 +87,17 @@ def from_runner(key: Key, result: dict[str, Any] | None, failure: str) -> Machin
         if not isinstance(result, dict) or "bandwidth" not in result:
             raise ValueError(failure or "no answer")
         return MachineLimits(
-            backend=key.backend, hardware=key.hardware, threads=key.threads, torch=key.torch,
+            backend=key.backend,
+            hardware=key.hardware,
+            threads=key.threads,
+            torch=key.torch,
             bandwidth=[BandwidthPoint(**point) for point in result["bandwidth"]],
             matmul_flops={k: float(v) for k, v in result.get("matmul_flops", {}).items() if float(v) > 0},
             launch_us=float(result["launch_us"]),
-            measured_at=time.time(), seconds=float(result.get("seconds", 0.0)),
-            notes=[str(n) for n in result.get("notes", [])])
+            measured_at=time.time(),
+            seconds=float(result.get("seconds", 0.0)),
+            notes=[str(n) for n in result.get("notes", [])],
+        )
     except (KeyError, ValueError, TypeError, ValidationError) as exc:
         raise BackendUnavailable(f"measuring the {key.backend} backend's limits on this host failed: {exc}") from exc
 
@@ -109,7 +112,8 @@ def describe(limits: MachineLimits) -> str:
 def runner_failure(outcome: Any) -> str:
     """What went wrong when the calibration runner gave no answer."""
     why = (outcome.report.message if outcome.report else "") or (
-        f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}")
+        f"killed ({outcome.killed})" if outcome.killed else f"ended with exit code {outcome.exit_code}"
+    )
     said = (outcome.output_tail.strip().splitlines() or [""])[-1]
     return why + (f" ({said})" if said else "")
 
@@ -122,8 +126,7 @@ _measuring = threading.Lock()  # one measurement at a time in this process: two 
 
 
 def key_for(backend: Any) -> Key:
-    return Key(backend.name, backend.hardware(), backend.config.eval_threads,
-                           machine.host_versions().get("torch", "unknown"))
+    return Key(backend.name, backend.hardware(), backend.config.eval_threads, machine.host_versions().get("torch", "unknown"))
 
 
 def cached(backend: Any) -> MachineLimits | None:
@@ -140,10 +143,17 @@ def measured(backend: Any, *, force: bool = False) -> MachineLimits:
         if found is not None:
             return found
         key, c = key_for(backend), backend.config
-        request = Request(token=secrets.token_hex(16), task=TASK, timeout_s=TIMEOUT_S,
-                          limits=backend.limits(), runner=RUNNER, device=backend.device,
-                          preload=list(getattr(backend, "preload", ())), threads=c.eval_threads, measures_host=True)
+        request = Request(
+            token=secrets.token_hex(16),
+            task=TASK,
+            timeout_s=TIMEOUT_S,
+            limits=backend.limits(),
+            runner=RUNNER,
+            device=backend.device,
+            preload=list(getattr(backend, "preload", ())),
+            threads=c.eval_threads,
+            measures_host=True,
+        )
         outcome = backend.pool.run(request, backend.launch(), lambda _event: None)
         limits = from_runner(key, outcome.runner_result, runner_failure(outcome))
         return save(c.cache_dir, limits)
-

@@ -42,19 +42,40 @@ BUILD_MOUNT = "/tmp/sage-build"
 PROBE_TIMEOUT_S = 20.0
 # Covered even when SAGE runs as an ordinary user: other users' homes,
 # password hashes, host keys, container secret mounts.
-SYSTEM_HIDDEN = ("/root", "/home", "/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/sudoers.d",
-                 "/etc/ssh", "/run/secrets", "/var/run/secrets",
-                 # A local PostgreSQL server's unix sockets: a team memory must be out of reach too.
-                 "/run/postgresql", "/var/run/postgresql")
+SYSTEM_HIDDEN = (
+    "/root",
+    "/home",
+    "/etc/shadow",
+    "/etc/gshadow",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/run/secrets",
+    "/var/run/secrets",
+    # A local PostgreSQL server's unix sockets: a team memory must be out of reach too.
+    "/run/postgresql",
+    "/var/run/postgresql",
+)
 # Namespaces and privileges, the same for the probe and every sandbox. The
 # worker is PID 1 of its PID namespace (`--as-pid-1`, bubblewrap 0.8): the
 # kernel drops a signal sent to it from inside the namespace (it has no
 # handlers a candidate could use), so a candidate cannot kill its worker, and
 # a worker lost mid-evaluation is the host's fault (docs/reliability.md). As
 # init it also adopts the candidate's orphans, which it reaps between requests.
-ISOLATION = ("--unshare-net", "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
-             "--unshare-cgroup-try", "--hostname", "sage-sandbox", "--cap-drop", "ALL", "--die-with-parent",
-             "--new-session")
+ISOLATION = (
+    "--unshare-net",
+    "--unshare-pid",
+    "--as-pid-1",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--hostname",
+    "sage-sandbox",
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+)
 SQLITE_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
 
@@ -110,25 +131,27 @@ def probe(setting: str, executable: str = "bwrap") -> Confinement:
 def _probe(setting: str, executable: str, is_root: bool) -> Confinement:
     required = setting == "required"
     if setting == "off":
-        return Confinement(LIMITS_ONLY, "sandbox_confinement is 'off'", "export SAGE_SANDBOX_CONFINEMENT=auto",
-                           required=False)
+        return Confinement(LIMITS_ONLY, "sandbox_confinement is 'off'", "export SAGE_SANDBOX_CONFINEMENT=auto", required=False)
     path = shutil.which(executable)
     if path is None:
-        return Confinement(LIMITS_ONLY, f"bubblewrap is not installed ({executable!r} is not on PATH)",
-                           install_command(is_root), required=required)
+        return Confinement(
+            LIMITS_ONLY, f"bubblewrap is not installed ({executable!r} is not on PATH)", install_command(is_root), required=required
+        )
     try:
         version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         proc = subprocess.run(
             [path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *ISOLATION, "--", "true"],
-            capture_output=True, text=True, timeout=PROBE_TIMEOUT_S,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Confinement(LIMITS_ONLY, f"bubblewrap could not be run: {exc}", install_command(is_root),
-                           required=required)
+        return Confinement(LIMITS_ONLY, f"bubblewrap could not be run: {exc}", install_command(is_root), required=required)
     if proc.returncode != 0:
         message = bwrap_message(proc.stderr) or proc.stderr.strip()[-300:] or f"exit {proc.returncode}"
-        return Confinement(LIMITS_ONLY, f"bubblewrap cannot create namespaces here ({message})",
-                           namespace_fix(message, is_root), required=required)
+        return Confinement(
+            LIMITS_ONLY, f"bubblewrap cannot create namespaces here ({message})", namespace_fix(message, is_root), required=required
+        )
     return Confinement(BUBBLEWRAP, version.stdout.strip() or "bubblewrap", bwrap=path, required=required)
 
 
@@ -237,11 +260,30 @@ def bwrap_argv(bwrap: str, layout: Layout, command: list[str]) -> list[str]:
     was bound back is covered again, and a hidden file is covered wherever it
     is still visible. Writable binds and devices come last, then the covers
     are made read-only. A needed path never uncovers a hidden folder whole."""
-    args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev",
-            "--size", str(layout.tmp_mb << 20), "--tmpfs", "/dev/shm",
-            "--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-            "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-            "--size", str(layout.tmp_mb << 20), "--tmpfs", "/tmp"]
+    args = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--size",
+        str(layout.tmp_mb << 20),
+        "--tmpfs",
+        "/dev/shm",
+        "--proc",
+        "/proc",
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
+        "--ro-bind-try",
+        "/proc/sysrq-trigger",
+        "/proc/sysrq-trigger",
+        "--size",
+        str(layout.tmp_mb << 20),
+        "--tmpfs",
+        "/tmp",
+    ]
     applied: list[tuple[str, bool]] = [("/tmp", True)]  # (path, hidden)
 
     def hidden(path: str) -> bool:
@@ -253,8 +295,9 @@ def bwrap_argv(bwrap: str, layout: Layout, command: list[str]) -> list[str]:
     # nothing would cover them again. Hidden folders deeper than a needed
     # path are covered again, as the ops below run from the shallowest down.
     readable = [r for r in layout.readable if r not in layout.hidden_dirs and not _under("/tmp", r)]
-    ops = sorted([(d, True) for d in layout.hidden_dirs] + [(r, False) for r in readable],
-                 key=lambda op: (op[0].count("/"), op[0], not op[1]))
+    ops = sorted(
+        [(d, True) for d in layout.hidden_dirs] + [(r, False) for r in readable], key=lambda op: (op[0].count("/"), op[0], not op[1])
+    )
     covers = []
     for path, hide in ops:
         if hidden(path) == hide or (not hide and not Path(path).exists()):

@@ -112,12 +112,19 @@ class Sandboxing:
     def layout(self, launch: Launch, scratch: str) -> confine.Layout:
         # Only what exists here: bubblewrap refuses to bind a missing path (a
         # task's import roots named on another machine, a folder since deleted).
-        readable = [p for p in confine.resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR,
-                                                  import_root(), *launch.readable]) if os.path.exists(p)]
+        readable = [
+            p
+            for p in confine.resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR, import_root(), *launch.readable])
+            if os.path.exists(p)
+        ]
         return confine.Layout(
-            hidden_dirs=self.hidden_dirs, hidden_files=self.hidden_files, readable=tuple(readable),
+            hidden_dirs=self.hidden_dirs,
+            hidden_files=self.hidden_files,
+            readable=tuple(readable),
             writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),
-            devices=confine.device_nodes(launch.devices), tmp_mb=self.tmp_mb, chdir=scratch,
+            devices=confine.device_nodes(launch.devices),
+            tmp_mb=self.tmp_mb,
+            chdir=scratch,
         )
 
 
@@ -130,9 +137,15 @@ def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxi
         # Made now, so builds published later are visible to sandboxes already running.
         (config.cache_dir / sub).mkdir(parents=True, exist_ok=True)
         readable.append(config.cache_dir / sub)
-    return Sandboxing(confinement, hidden_dirs=tuple(dirs), hidden_files=tuple(files),
-                      readable=tuple(confine.resolved(readable)), tmp_mb=config.sandbox_tmp_mb,
-                      timing_lock=config.timing_lock, pause_max_s=config.timing_pause_max_s)
+    return Sandboxing(
+        confinement,
+        hidden_dirs=tuple(dirs),
+        hidden_files=tuple(files),
+        readable=tuple(confine.resolved(readable)),
+        tmp_mb=config.sandbox_tmp_mb,
+        timing_lock=config.timing_lock,
+        pause_max_s=config.timing_pause_max_s,
+    )
 
 
 def confinement_for(config: Config) -> confine.Confinement:

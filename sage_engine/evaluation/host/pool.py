@@ -36,8 +36,7 @@ from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.builds import publish_build, remove_stale_locks
 from sage_engine.evaluation.host.launch import Launch, Sandboxing, sweep_leftovers
-from sage_engine.evaluation.host.workers import (POLL_S, EvaluationRun, EventSink, SandboxFailed, TimingTurn,
-                                                 WorkerProcess, WorkerStartError)
+from sage_engine.evaluation.host.workers import POLL_S, EvaluationRun, EventSink, SandboxFailed, TimingTurn, WorkerProcess, WorkerStartError
 from sage_engine.evaluation.protocol import Op, Outcome, Request
 
 log = logging.getLogger(__name__)
@@ -62,8 +61,10 @@ def scratch_full(scratch: str | None, outcome: Outcome) -> str | None:
     free = st.f_bavail * st.f_frsize
     if free >= SCRATCH_LOW_BYTES:
         return None
-    return (f"the evaluation's scratch space is full ({free >> 10} KiB free of {st.f_blocks * st.f_frsize >> 20} MiB "
-            f"on the filesystem of {os.path.dirname(scratch)}); free space there, or point TMPDIR elsewhere")
+    return (
+        f"the evaluation's scratch space is full ({free >> 10} KiB free of {st.f_blocks * st.f_frsize >> 20} MiB "
+        f"on the filesystem of {os.path.dirname(scratch)}); free space there, or point TMPDIR elsewhere"
+    )
 
 
 class WorkerPool:
@@ -86,8 +87,7 @@ class WorkerPool:
         if removed:
             log.info("removed %d folders left by dead SAGE processes", len(removed))
 
-    def run(self, request: Request, launch: Launch, on_event: EventSink,
-            cancel: threading.Event | None = None) -> Outcome:
+    def run(self, request: Request, launch: Launch, on_event: EventSink, cancel: threading.Event | None = None) -> Outcome:
         """Run `request` on a worker of `launch`. A host fault (`killed="host"`:
         the worker could not start, or was lost where the candidate cannot have
         killed it) is retried once on a fresh worker; the retried outcome says so."""
@@ -105,13 +105,11 @@ class WorkerPool:
         finally:
             self.slots.release()
 
-    def _run_once(self, request: Request, launch: Launch, on_event: EventSink,
-                  cancel: threading.Event | None) -> Outcome:
+    def _run_once(self, request: Request, launch: Launch, on_event: EventSink, cancel: threading.Event | None) -> Outcome:
         worker = self._checkout(launch)
         self._prepare_build(request, worker)
         try:
-            outcome = EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn,
-                                    on_turn=self._on_turn).run()
+            outcome = EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn, on_turn=self._on_turn).run()
             full = scratch_full(worker.scratch, outcome)
             return Outcome(killed="scratch", output_tail=full) if full else outcome
         except SandboxFailed as exc:

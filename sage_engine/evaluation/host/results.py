@@ -48,40 +48,60 @@ def from_outcome(
     to a pipe it found) never count as results; they are reported."""
     extra = list(notes)
     if outcome.forged_lines:
-        extra.append(Diagnostic(
-            severity="warning", category="cheat",
-            message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; "
-                    "ignored"))
+        extra.append(
+            Diagnostic(
+                severity="warning",
+                category="cheat",
+                message=f"{outcome.forged_lines} line(s) on the harness's result channel were not written by the harness; ignored",
+            )
+        )
     if outcome.retried_after:
-        extra.append(Diagnostic(
-            severity="info", category="host",
-            message=f"a fault of this host ended the first try, which was discarded: {outcome.retried_after}; "
-                    "this result is from a fresh worker"))
+        extra.append(
+            Diagnostic(
+                severity="info",
+                category="host",
+                message=f"a fault of this host ended the first try, which was discarded: {outcome.retried_after}; "
+                "this result is from a fresh worker",
+            )
+        )
     cases = list(outcome.cases)
     if outcome.report is not None and outcome.killed != "processes":
-        fields = _report_fields(outcome.report, base=base, timing_representative=timing_representative,
-                                suspicious_speedup=suspicious_speedup)
+        fields = _report_fields(
+            outcome.report, base=base, timing_representative=timing_representative, suspicious_speedup=suspicious_speedup
+        )
         if rules is not None and outcome.report.profile is not None and fields.get("candidate_timing") is not None:
             _judge_profile(fields, outcome.report, limits, limits_note, rules)
         fields["speedup_trusted"], fields["speedup_note"] = speedup_trust(
-            fields.get("speedup"), fields.get("profile"), fields.get("degenerate"), suspicious_speedup)
+            fields.get("speedup"), fields.get("profile"), fields.get("degenerate"), suspicious_speedup
+        )
         fields["diagnostics"] += extra
         errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
         errors_rel = [c.max_rel_error for c in cases if c.max_rel_error is not None]
-        return EvalResult(**fields, cases=cases, stdout_tail=_tail(outcome),
-                          max_abs_error=max(errors_abs) if errors_abs else None,
-                          max_rel_error=max(errors_rel) if errors_rel else None)
-    status, category, message, tail = _ended(outcome, timeout_s=timeout_s, max_tasks=max_tasks, cases=cases,
-                                             stage=f" while {last_progress}" if last_progress else "")
+        return EvalResult(
+            **fields,
+            cases=cases,
+            stdout_tail=_tail(outcome),
+            max_abs_error=max(errors_abs) if errors_abs else None,
+            max_rel_error=max(errors_rel) if errors_rel else None,
+        )
+    status, category, message, tail = _ended(
+        outcome, timeout_s=timeout_s, max_tasks=max_tasks, cases=cases, stage=f" while {last_progress}" if last_progress else ""
+    )
     line, func = _fault_line(outcome.output_tail)
     where = f" (candidate.py line {line}, in {func})" if line else ""
     diag = Diagnostic(category=category, message=message + where, line=line)
-    return EvalResult(**base, status=status, message=message, cases=cases, diagnostics=[diag, *extra],
-                      stdout_tail=tail, timing_representative=timing_representative)
+    return EvalResult(
+        **base,
+        status=status,
+        message=message,
+        cases=cases,
+        diagnostics=[diag, *extra],
+        stdout_tail=tail,
+        timing_representative=timing_representative,
+    )
 
 
-def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[CaseResult], stage: str
-           ) -> tuple[str, str, str, str]:
+def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[CaseResult], stage: str) -> tuple[str, str, str, str]:
     """(status, category, message, output tail) of an evaluation that ended without a decision."""
     tail = _tail(outcome)
     status, category = "crashed", "crash"
@@ -92,19 +112,24 @@ def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[Ca
             message += f"; {len(cases)} correctness trial(s) had passed"
     elif outcome.killed == "processes":
         category = "processes"
-        message = (f"the candidate started more than {max_tasks} processes/threads (fork bomb?); "
-                   "everything it started was killed")
+        message = f"the candidate started more than {max_tasks} processes/threads (fork bomb?); everything it started was killed"
     elif outcome.killed in ("host", "scratch"):
         # Not the candidate's doing: it cannot reach a confined worker, one that never started ran
         # nothing, and the scratch space's free bytes were measured here (host/pool.py).
         status, category = "host_error", "host"
-        then = ("it was retried once on a fresh worker. Check the host's evaluation environment (`sage backends "
-                "list`, the server's log) and evaluate again" if outcome.killed == "host" else "then evaluate again")
+        then = (
+            "it was retried once on a fresh worker. Check the host's evaluation environment (`sage backends "
+            "list`, the server's log) and evaluate again"
+            if outcome.killed == "host"
+            else "then evaluate again"
+        )
         message = f"a fault of this host, not of the kernel{stage}: {outcome.output_tail or 'no detail'}; {then}"
         tail = ""
     elif outcome.killed == "worker":
-        message = (f"the evaluation worker was lost{stage}: {outcome.output_tail or 'no detail'}; without "
-                   "bubblewrap the candidate can kill its worker, so this counts as its crash")
+        message = (
+            f"the evaluation worker was lost{stage}: {outcome.output_tail or 'no detail'}; without "
+            "bubblewrap the candidate can kill its worker, so this counts as its crash"
+        )
         tail = ""
     elif outcome.killed == "sandbox":
         # bubblewrap refused to start the sandbox: not the candidate's doing, and never run unconfined instead.
@@ -121,18 +146,18 @@ def _ended(outcome: Outcome, *, timeout_s: float, max_tasks: int, cases: list[Ca
             message = f"the child was killed ({name}){stage}; most often the kernel's out-of-memory killer"
         else:
             message = f"the child died of {name}{stage}" + (
-                " (invalid memory access: out-of-bounds pointer or index)" if sig in (signal.SIGSEGV, signal.SIGBUS)
-                else "")
+                " (invalid memory access: out-of-bounds pointer or index)" if sig in (signal.SIGSEGV, signal.SIGBUS) else ""
+            )
     elif outcome.exit_code is not None:
-        message = (f"the child exited with code {outcome.exit_code} before reporting a result{stage} "
-                   "(os._exit or a native exit in the candidate?)")
+        message = (
+            f"the child exited with code {outcome.exit_code} before reporting a result{stage} (os._exit or a native exit in the candidate?)"
+        )
     else:
         message = f"the child ended without reporting a result{stage}"
     return status, category, message, tail
 
 
-def _report_fields(report: Report, *, base: dict[str, Any], timing_representative: bool,
-                   suspicious_speedup: float) -> dict[str, Any]:
+def _report_fields(report: Report, *, base: dict[str, Any], timing_representative: bool, suspicious_speedup: float) -> dict[str, Any]:
     """The result's fields from the worker's decision (cases, tail and errors are the caller's)."""
     status = report.status
     diags = [Diagnostic(**d) for d in report.diagnostics]
@@ -146,23 +171,35 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
             fields["speedup"] = speedup
             if speedup is not None and speedup > suspicious_speedup:
                 fields["suspicious_speedup"] = True
-                diags.append(Diagnostic(
-                    severity="warning", category="timing",
-                    message=f"speedup {speedup:.1f}x exceeds {suspicious_speedup:g}x: check that the candidate "
-                            "does all the work the reference does",
-                ))
+                diags.append(
+                    Diagnostic(
+                        severity="warning",
+                        category="timing",
+                        message=f"speedup {speedup:.1f}x exceeds {suspicious_speedup:g}x: check that the candidate "
+                        "does all the work the reference does",
+                    )
+                )
     judgement = report.judgement or Judgement()
     diags += [Diagnostic(severity="info", category="tolerance", message=note) for note in judgement.notes]
     if judgement.constant:
-        diags.append(Diagnostic(severity="warning", category="degenerate", message=(
-            f"this task cannot tell a constant from a kernel: {judgement.constant}; a correct result here says "
-            "little, and no speedup on it is credited")))
+        diags.append(
+            Diagnostic(
+                severity="warning",
+                category="degenerate",
+                message=(
+                    f"this task cannot tell a constant from a kernel: {judgement.constant}; a correct result here says "
+                    "little, and no speedup on it is credited"
+                ),
+            )
+        )
     versions = dict(base.get("versions", {}))
     versions.update(report.versions)
     # The device the reference process ran on names the hardware (a GPU's or NPU's own name).
     hardware = report.device_name or base["hardware"]
     return {
-        **base, "versions": versions, "hardware": hardware,
+        **base,
+        "versions": versions,
+        "hardware": hardware,
         "status": status,
         "correct": status == "correct",
         "message": report.message,
@@ -172,21 +209,26 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
         "variants": [VariantResult(name=v.name, status=v.status, at=v.at, reason=v.reason) for v in judgement.variants],
         "degenerate": judgement.constant or None,
         "phases": {k: round(float(v), 6) for k, v in report.phases.items()},
-        "compile_info": {**({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
-                         **({"device_time_us": timing_report.device_time_us}
-                            if timing_report and timing_report.device_time_us is not None else {}),
-                         **({"checks": report.checks} if report.checks else {})},
+        "compile_info": {
+            **({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
+            **({"device_time_us": timing_report.device_time_us} if timing_report and timing_report.device_time_us is not None else {}),
+            **({"checks": report.checks} if report.checks else {}),
+        },
         **fields,
     }
 
 
-def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits | None, limits_note: str,
-                   rules: roofline.Rules) -> None:
+def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits | None, limits_note: str, rules: roofline.Rules) -> None:
     """The profile judged against the medians timing measured, into `fields`;
     a physically impossible time is flagged whatever the speedup."""
-    profile: Profile = roofline.judge(report.profile, reference_ms=fields["reference_timing"].median_ms,
-                                      candidate_ms=fields["candidate_timing"].median_ms, limits=limits, rules=rules,
-                                      limits_note=limits_note)
+    profile: Profile = roofline.judge(
+        report.profile,
+        reference_ms=fields["reference_timing"].median_ms,
+        candidate_ms=fields["candidate_timing"].median_ms,
+        limits=limits,
+        rules=rules,
+        limits_note=limits_note,
+    )
     if limits is not None:
         profile.calibration = calibration.describe(limits)
         profile.limits = limits.model_copy(update={"path": None, "cached": False})  # what its chart draws, kept
@@ -194,31 +236,40 @@ def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits
     diags = fields["diagnostics"]
     if profile.impossible:
         fields["suspicious_speedup"] = True
-        diags.append(Diagnostic(severity="warning", category="timing",
-                                message=f"physically impossible time: {profile.impossible}"))
+        diags.append(Diagnostic(severity="warning", category="timing", message=f"physically impossible time: {profile.impossible}"))
     elif profile.fewer_flops:
         diags.append(Diagnostic(severity="info", category="profile", message=f"fewer FLOPs: {profile.fewer_flops}"))
     if profile.own_kernels is False:
-        diags.append(Diagnostic(severity="info", category="profile",
-                                message="the candidate launched no kernel of its own: every kernel it ran is one "
-                                        "the reference launches too (library kernels)"))
+        diags.append(
+            Diagnostic(
+                severity="info",
+                category="profile",
+                message="the candidate launched no kernel of its own: every kernel it ran is one "
+                "the reference launches too (library kernels)",
+            )
+        )
 
 
-def speedup_trust(speedup: float | None, profile: Profile | None, degenerate: str | None,
-                  suspicious_speedup: float) -> tuple[bool | None, str | None]:
+def speedup_trust(
+    speedup: float | None, profile: Profile | None, degenerate: str | None, suspicious_speedup: float
+) -> tuple[bool | None, str | None]:
     """(trusted, why not) for a speedup; (None, None) where there is none."""
     if speedup is None:
         return None, None
     if degenerate:
-        return False, (f"unverified: this task's output is the same for every input ({degenerate}), so a "
-                       "constant passes it and its speedup cannot be credited")
+        return False, (
+            f"unverified: this task's output is the same for every input ({degenerate}), so a "
+            "constant passes it and its speedup cannot be credited"
+        )
     if profile is not None and profile.impossible:
         return False, f"unverified: the candidate skipped reading inputs ({profile.impossible})"
     if speedup > suspicious_speedup:
         confirmed = profile is not None and profile.peak_gbps is not None and profile.bytes
         if not confirmed:
-            return False, (f"unverified: {speedup:.1f}x is past {suspicious_speedup:g}x and no measurement of this "
-                           "machine's bandwidth confirmed that the candidate read its inputs")
+            return False, (
+                f"unverified: {speedup:.1f}x is past {suspicious_speedup:g}x and no measurement of this "
+                "machine's bandwidth confirmed that the candidate read its inputs"
+            )
     return True, None
 
 

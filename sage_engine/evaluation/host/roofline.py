@@ -87,8 +87,9 @@ def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None, *, c
     return "memory" if (side.bandwidth_share or 0.0) >= compute_share else "compute"
 
 
-def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, limits: MachineLimits | None,
-          rules: Rules, limits_note: str = "") -> Profile:
+def judge(
+    report: ProfileReport, *, reference_ms: float, candidate_ms: float, limits: MachineLimits | None, rules: Rules, limits_note: str = ""
+) -> Profile:
     """The profile a result carries."""
     work = report.work
     nbytes = work.bytes if work is not None and work.bytes > 0 else None
@@ -104,8 +105,7 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
     if limits is None:
         notes.append(f"no measured limits: {limits_note or 'calibration unavailable'}")
     # What the call's work needs at the machine's limits, whoever does it.
-    ideal = [t for t in (nbytes / (peak_gbps * 1e9) if peak_gbps else None, at_peak[0] if at_peak else None)
-             if t is not None]
+    ideal = [t for t in (nbytes / (peak_gbps * 1e9) if peak_gbps else None, at_peak[0] if at_peak else None) if t is not None]
     ideal_s = max(ideal) if ideal else (0.0 if limits is not None else None)
     launch_s = limits.launch_us / 1e6 if limits is not None else None
     sides = {}
@@ -125,9 +125,17 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
             notes.append(f"{role}: {side.agreement_note}")
     ref, cand = sides["reference"], sides["candidate"]
     source = next((s.source for s in (report.reference, report.candidate) if s is not None), "none")
-    profile = Profile(source=source, bytes=nbytes, flops=total_flops, reference=ref, candidate=cand,
-                      peak_gbps=peak_gbps, peak_flops=total_flops / at_peak[0] if at_peak else None,
-                      bound=cand.bound, notes=notes)
+    profile = Profile(
+        source=source,
+        bytes=nbytes,
+        flops=total_flops,
+        reference=ref,
+        candidate=cand,
+        peak_gbps=peak_gbps,
+        peak_flops=total_flops / at_peak[0] if at_peak else None,
+        bound=cand.bound,
+        notes=notes,
+    )
     profile.impossible = impossible(profile, rules)
     profile.fewer_flops = fewer_flops(profile, rules)
     if profile.fewer_flops:
@@ -142,9 +150,15 @@ def judge(report: ProfileReport, *, reference_ms: float, candidate_ms: float, li
 def side_model(found: SideKernels | None, nbytes: int | None, flops: float | None, seconds: float) -> SideProfile:
     side = SideProfile()
     if found is not None:
-        side = SideProfile(kernels=list(found.kernels),
-                           launches=found.launches, kernel_us=found.kernel_us, wall_us=found.wall_us,
-                           bare_us=found.bare_us or None, overhead_us=found.overhead_us or None, note=found.note)
+        side = SideProfile(
+            kernels=list(found.kernels),
+            launches=found.launches,
+            kernel_us=found.kernel_us,
+            wall_us=found.wall_us,
+            bare_us=found.bare_us or None,
+            overhead_us=found.overhead_us or None,
+            note=found.note,
+        )
     if seconds > 0:
         side.achieved_gbps = nbytes / seconds / 1e9 if nbytes else None
         side.achieved_flops = flops / seconds if flops else None
@@ -167,28 +181,39 @@ def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | 
     if abs(ratio - 1.0) <= AGREEMENT:
         return ratio, ""
     more = "more" if ratio > 1 else "less"
-    head = (f"its kernel times add up to {human_time(side.kernel_us / 1e3)} a call, {abs(ratio - 1):.0%} {more} than "
-            f"its timed median ({human_time(timed_us / 1e3)})")
+    head = (
+        f"its kernel times add up to {human_time(side.kernel_us / 1e3)} a call, {abs(ratio - 1):.0%} {more} than "
+        f"its timed median ({human_time(timed_us / 1e3)})"
+    )
     why = []
     bare = side.bare_us
     if bare:
-        step = (f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile phase, "
-                f"{bare / timed_us:.0%} of the timed median")
+        step = (
+            f"without the profiler the same calls took {human_time(bare / 1e3)} at best in the profile phase, "
+            f"{bare / timed_us:.0%} of the timed median"
+        )
         if bare > (1.0 + AGREEMENT) * timed_us:
             step += ": the machine was busier then, or its caches held other data (the timed median is what counts)"
         elif bare < (1.0 - AGREEMENT) * timed_us:
-            step += (": other work on the machine slowed the timed calls (a median of many samples holds such "
-                     "pauses, the fastest of a few calls need not)")
+            step += (
+                ": other work on the machine slowed the timed calls (a median of many samples holds such "
+                "pauses, the fastest of a few calls need not)"
+            )
         why.append(step)
         profiled = side.wall_us - (side.overhead_us or 0.0)
         if profiled > (1.0 + AGREEMENT) * bare:
-            why.append(f"under the profiler they took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
-                       "as long, more than the profiler's own cost explains: the machine was busier while they were "
-                       "profiled")
+            why.append(
+                f"under the profiler they took {human_time(side.wall_us / 1e3)} at best, {profiled / bare:.1f}x "
+                "as long, more than the profiler's own cost explains: the machine was busier while they were "
+                "profiled"
+            )
     reference_us = bare or side.wall_us
     if reference_us:
-        outside = ("outside torch ops (Python, or compiled code of its own the profiler cannot see)"
-                   if source == "cpu-ops" else "between kernels (launch gaps, host code, synchronisation)")
+        outside = (
+            "outside torch ops (Python, or compiled code of its own the profiler cannot see)"
+            if source == "cpu-ops"
+            else "between kernels (launch gaps, host code, synchronisation)"
+        )
         share = 1.0 - side.kernel_us / reference_us
         if share > AGREEMENT:
             why.append(f"{share:.0%} of such a call is {outside}")
@@ -205,12 +230,16 @@ def impossible(profile: Profile, rules: Rules) -> str | None:
     if cand.bandwidth_share is None or cand.bandwidth_share <= rules.bandwidth_slack:
         return None
     if ref.bandwidth_share is not None and ref.bandwidth_share > rules.bandwidth_slack:
-        profile.notes.append("the reference itself exceeds the measured bandwidth: this task moves fewer bytes "
-                             "than its tensors hold, so bandwidth proves nothing here")
+        profile.notes.append(
+            "the reference itself exceeds the measured bandwidth: this task moves fewer bytes "
+            "than its tensors hold, so bandwidth proves nothing here"
+        )
         return None
-    return (f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
-            f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
-            "it cannot have read every input byte its output depends on and written every output byte once")
+    return (
+        f"its time implies {cand.achieved_gbps:.1f} GB/s for the {human_bytes(profile.bytes)} every call "
+        f"must move, {cand.bandwidth_share:.1f}x the {profile.peak_gbps:.1f} GB/s measured on this machine: "
+        "it cannot have read every input byte its output depends on and written every output byte once"
+    )
 
 
 def fewer_flops(profile: Profile, rules: Rules) -> str | None:
@@ -221,9 +250,11 @@ def fewer_flops(profile: Profile, rules: Rules) -> str | None:
     if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
         profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
         return None
-    return (f"its time is {cand.compute_share:.1f}x faster than the reference's {profile.flops / 1e9:.3g} GFLOP need "
-            f"at the measured matmul peak ({profile.peak_flops / 1e9:.1f} GFLOP/s): it does less arithmetic than "
-            "the reference (an algebraic shortcut)")
+    return (
+        f"its time is {cand.compute_share:.1f}x faster than the reference's {profile.flops / 1e9:.3g} GFLOP need "
+        f"at the measured matmul peak ({profile.peak_flops / 1e9:.1f} GFLOP/s): it does less arithmetic than "
+        "the reference (an algebraic shortcut)"
+    )
 
 
 def own_kernels(report: ProfileReport) -> bool | None:
@@ -243,17 +274,23 @@ def own_kernels(report: ProfileReport) -> bool | None:
 def summary(profile: Profile, candidate_ms: float, ideal_s: float | None, launch_s: float | None) -> str:
     cand = profile.candidate
     if cand.bound == "memory":
-        head = (f"memory-bound at {cand.bandwidth_share:.0%} of measured bandwidth ({cand.achieved_gbps:.1f} of "
-                f"{profile.peak_gbps:.1f} GB/s for {human_bytes(profile.bytes)} a call)")
+        head = (
+            f"memory-bound at {cand.bandwidth_share:.0%} of measured bandwidth ({cand.achieved_gbps:.1f} of "
+            f"{profile.peak_gbps:.1f} GB/s for {human_bytes(profile.bytes)} a call)"
+        )
     elif cand.bound == "compute":
-        head = (f"compute-bound at {cand.compute_share:.0%} of the measured matmul peak "
-                f"({cand.achieved_flops / 1e9:.1f} of {profile.peak_flops / 1e9:.1f} GFLOP/s)")
+        head = (
+            f"compute-bound at {cand.compute_share:.0%} of the measured matmul peak "
+            f"({cand.achieved_flops / 1e9:.1f} of {profile.peak_flops / 1e9:.1f} GFLOP/s)"
+        )
     elif cand.bound == "latency":
         launches = max(1.0, cand.launches)
-        head = (f"launch/latency-bound: at the measured limits its bytes and FLOPs need "
-                f"{human_time((ideal_s or 0.0) * 1e3)}, less than its {count(launches)} "
-                f"launch{'' if count(launches) == '1' else 'es'} cost ({human_time(launches * launch_s * 1e3)}); it "
-                f"takes {human_time(candidate_ms)} a call: fewer launches or more work per call is what helps")
+        head = (
+            f"launch/latency-bound: at the measured limits its bytes and FLOPs need "
+            f"{human_time((ideal_s or 0.0) * 1e3)}, less than its {count(launches)} "
+            f"launch{'' if count(launches) == '1' else 'es'} cost ({human_time(launches * launch_s * 1e3)}); it "
+            f"takes {human_time(candidate_ms)} a call: fewer launches or more work per call is what helps"
+        )
     else:
         head = "no measured limits to compare with"
     parts = [head]
@@ -282,8 +319,10 @@ def kernel_counts(profile: Profile) -> str:
         text += ": nothing was fused"
     call_us = cand.bare_us or cand.wall_us  # its clock without the profiler, where measured
     if profile.source == "cpu-ops" and call_us > 0 and cand.kernel_us < OWN_CODE_SHARE * call_us:
-        text += (f" ({1 - cand.kernel_us / call_us:.0%} of its time is outside torch ops: Python, or compiled "
-                 "code of its own the profiler cannot see)")
+        text += (
+            f" ({1 - cand.kernel_us / call_us:.0%} of its time is outside torch ops: Python, or compiled "
+            "code of its own the profiler cannot see)"
+        )
     if profile.own_kernels is False:
         text += "; every kernel it launched is one the reference launches too (no kernel of its own)"
     return text

@@ -27,32 +27,79 @@ from typing import Iterable
 # Modules a kernel has no business importing: they read files, run programs,
 # or find objects (the reference, its outputs) inside the interpreter.
 FORBIDDEN_MODULES = {
-    "gc": "introspection", "inspect": "introspection", "tracemalloc": "introspection",
-    "linecache": "file-access", "importlib": "dynamic-code", "builtins": "dynamic-code",
-    "runpy": "dynamic-code", "code": "dynamic-code", "codeop": "dynamic-code",
-    "subprocess": "process", "shutil": "file-access", "glob": "file-access", "fnmatch": "file-access",
-    "pickle": "file-access", "marshal": "file-access", "shelve": "file-access", "dill": "file-access",
-    "socket": "network", "urllib": "network", "http": "network", "requests": "network",
-    "sage_engine": "reference", "sage_mcp": "reference", "__main__": "reference",
+    "gc": "introspection",
+    "inspect": "introspection",
+    "tracemalloc": "introspection",
+    "linecache": "file-access",
+    "importlib": "dynamic-code",
+    "builtins": "dynamic-code",
+    "runpy": "dynamic-code",
+    "code": "dynamic-code",
+    "codeop": "dynamic-code",
+    "subprocess": "process",
+    "shutil": "file-access",
+    "glob": "file-access",
+    "fnmatch": "file-access",
+    "pickle": "file-access",
+    "marshal": "file-access",
+    "shelve": "file-access",
+    "dill": "file-access",
+    "socket": "network",
+    "urllib": "network",
+    "http": "network",
+    "requests": "network",
+    "sage_engine": "reference",
+    "sage_mcp": "reference",
+    "__main__": "reference",
 }
 # Calls (canonical dotted names) that read files, run programs or signal processes.
 FORBIDDEN_CALLS = {
-    "open": "file-access", "io.open": "file-access", "codecs.open": "file-access",
-    "os.open": "file-access", "os.fdopen": "file-access", "os.read": "file-access",
-    "os.listdir": "file-access", "os.scandir": "file-access", "os.walk": "file-access",
-    "os.system": "process", "os.popen": "process", "os.kill": "process", "os.killpg": "process",
-    "numpy.load": "file-access", "numpy.fromfile": "file-access", "numpy.loadtxt": "file-access",
-    "numpy.genfromtxt": "file-access", "numpy.memmap": "file-access",
-    "torch.load": "file-access", "torch.from_file": "file-access",
-    "torch.set_num_threads": "threads", "torch.set_num_interop_threads": "threads",
-    "exec": "dynamic-code", "eval": "dynamic-code", "compile": "dynamic-code", "__import__": "dynamic-code",
+    "open": "file-access",
+    "io.open": "file-access",
+    "codecs.open": "file-access",
+    "os.open": "file-access",
+    "os.fdopen": "file-access",
+    "os.read": "file-access",
+    "os.listdir": "file-access",
+    "os.scandir": "file-access",
+    "os.walk": "file-access",
+    "os.system": "process",
+    "os.popen": "process",
+    "os.kill": "process",
+    "os.killpg": "process",
+    "numpy.load": "file-access",
+    "numpy.fromfile": "file-access",
+    "numpy.loadtxt": "file-access",
+    "numpy.genfromtxt": "file-access",
+    "numpy.memmap": "file-access",
+    "torch.load": "file-access",
+    "torch.from_file": "file-access",
+    "torch.set_num_threads": "threads",
+    "torch.set_num_interop_threads": "threads",
+    "exec": "dynamic-code",
+    "eval": "dynamic-code",
+    "compile": "dynamic-code",
+    "__import__": "dynamic-code",
 }
 FORBIDDEN_CALL_PREFIXES = {"os.exec": "process", "os.spawn": "process", "os.posix_spawn": "process"}
 # Attribute names that reach frames, globals or every live object.
 FORBIDDEN_ATTRS = {
-    "_getframe", "_current_frames", "f_back", "f_globals", "f_locals", "tb_frame", "gi_frame",
-    "cr_frame", "ag_frame", "__subclasses__", "__globals__", "__builtins__", "get_referrers",
-    "get_referents", "get_objects", "modules",
+    "_getframe",
+    "_current_frames",
+    "f_back",
+    "f_globals",
+    "f_locals",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "__subclasses__",
+    "__globals__",
+    "__builtins__",
+    "get_referrers",
+    "get_referents",
+    "get_objects",
+    "modules",
 }
 FILE_METHODS = {"read_text", "read_bytes", "iterdir", "rglob"}
 # Harmless global switches a CUDA candidate may flip.
@@ -78,9 +125,7 @@ def canonical_forbid(name: str) -> str:
     return name
 
 
-def check_source(
-    source: str, *, forbid: Iterable[str] = (), reference_names: Iterable[str] = ()
-) -> list[Finding]:
+def check_source(source: str, *, forbid: Iterable[str] = (), reference_names: Iterable[str] = ()) -> list[Finding]:
     """Static findings, in source order. Raises SyntaxError for unparsable
     source (a compile error, reported by the caller)."""
     tree = ast.parse(source, filename="candidate.py")
@@ -242,7 +287,9 @@ class _Checker:
             if name:
                 self._check_name(name, node)
         elif (
-            node.attr in self.forbid_ops and node.attr[:1].islower() and not isinstance(node.ctx, ast.Store)
+            node.attr in self.forbid_ops
+            and node.attr[:1].islower()
+            and not isinstance(node.ctx, ast.Store)
             and not (isinstance(root, ast.Name) and root.id in self.module_names)
         ):
             # x.softmax(...) on a tensor: the forbidden op as a Tensor method.
@@ -284,9 +331,7 @@ class _Checker:
                     continue
                 for m in _CPP_FILE_RE.finditer(text):
                     line = node.lineno + text.count("\n", 0, m.start())
-                    self.findings.append(
-                        Finding("file-access", f"C++ source uses {m.group(1)}, which reads files or runs programs", line)
-                    )
+                    self.findings.append(Finding("file-access", f"C++ source uses {m.group(1)}, which reads files or runs programs", line))
 
 
 def _module_level_names(tree: ast.Module) -> set[str]:

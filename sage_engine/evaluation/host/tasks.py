@@ -25,12 +25,30 @@ from sage_engine.models import TaskSummary
 
 # Strings in a case row that name one of these become a torch dtype in the child.
 DTYPE_NAMES: tuple[str, ...] = (
-    "float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "bool",
     "complex64",
 )
 TASK_KEYS: tuple[str, ...] = (
-    "name", "operator", "family", "level", "description", "cases", "tolerance", "forbid", "seed",
-    "import_roots", "origin",
+    "name",
+    "operator",
+    "family",
+    "level",
+    "description",
+    "cases",
+    "tolerance",
+    "forbid",
+    "seed",
+    "import_roots",
+    "origin",
 )
 REQUIRED_JSON_KEYS: tuple[str, ...] = ("name", "operator", "family", "level")
 # MultiKernelBench's seed; any fixed value works, it only has to be the same
@@ -76,10 +94,16 @@ class Task:
 
     def spec(self) -> TaskSpec:
         """The part the evaluation children need."""
-        return TaskSpec(id=self.id, reference_source=self.reference_source,
-                        reference_path=str(self.reference_path) if self.reference_path else None,
-                        cases=[dict(c) for c in self.case_rows], tolerance=dict(self.tolerance),
-                        forbid=list(self.forbid), seed=self.seed, import_roots=list(self.import_roots))
+        return TaskSpec(
+            id=self.id,
+            reference_source=self.reference_source,
+            reference_path=str(self.reference_path) if self.reference_path else None,
+            cases=[dict(c) for c in self.case_rows],
+            tolerance=dict(self.tolerance),
+            forbid=list(self.forbid),
+            seed=self.seed,
+            import_roots=list(self.import_roots),
+        )
 
 
 # ----------------------------------------------------------------- loading
@@ -109,15 +133,10 @@ def load_task(spec: str | Path, *, suite_dir: Path | None = None) -> Task:
     raise NotFound(f"task path {spec!r} does not exist")
 
 
-def list_suite(
-    suite_dir: Path | None = None, *, level: int | None = None, family: str | None = None
-) -> list[Task]:
+def list_suite(suite_dir: Path | None = None, *, level: int | None = None, family: str | None = None) -> list[Task]:
     suite = suite_dir or default_suite_dir()
     tasks = [_load_dir(suite / tid) for tid in _suite_ids(suite)]
-    return [
-        t for t in tasks
-        if (level is None or t.level == level) and (family is None or t.family == family)
-    ]
+    return [t for t in tasks if (level is None or t.level == level) and (family is None or t.family == family)]
 
 
 def task_summary(task: Task) -> TaskSummary:
@@ -180,8 +199,10 @@ def _load_dir(path: Path) -> Task:
     roots = _import_roots(meta.get("import_roots", []), path, where)
     if roots:
         if not IMPORT_ROOTS_LINE.search(source):
-            raise InvalidInput(f"{where} names import_roots, so {ref} needs the line `SAGE_IMPORT_ROOTS = []` "
-                               "followed by `sys.path[:0] = SAGE_IMPORT_ROOTS`")
+            raise InvalidInput(
+                f"{where} names import_roots, so {ref} needs the line `SAGE_IMPORT_ROOTS = []` "
+                "followed by `sys.path[:0] = SAGE_IMPORT_ROOTS`"
+            )
         source = IMPORT_ROOTS_LINE.sub(lambda _: f"SAGE_IMPORT_ROOTS = {list(roots)!r}", source, count=1)
     return _build(path.name, source, ref, meta, where=where, examples=examples, import_roots=roots)
 
@@ -210,9 +231,7 @@ def _parse_reference(source: str, where: str) -> ast.Module:
     names = _module_names(tree)
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in names]
     if missing:
-        raise InvalidInput(
-            f"{where} must define class Model, get_inputs() and get_init_inputs(); missing: {', '.join(missing)}"
-        )
+        raise InvalidInput(f"{where} must define class Model, get_inputs() and get_init_inputs(); missing: {', '.join(missing)}")
     return tree
 
 
@@ -234,10 +253,7 @@ def _module_names(tree: ast.Module) -> set[str]:
 def _sage_task_dict(source: str, where: str) -> dict[str, Any]:
     tree = _parse_reference(source, where)
     for node in tree.body:
-        if (
-            isinstance(node, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "SAGE_TASK" for t in node.targets)
-        ):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SAGE_TASK" for t in node.targets):
             try:
                 value = ast.literal_eval(node.value)
             except ValueError as exc:
@@ -249,7 +265,13 @@ def _sage_task_dict(source: str, where: str) -> dict[str, Any]:
 
 
 def _build(
-    tid: str, source: str, path: Path | None, meta: dict[str, Any], *, where: str, examples: dict[str, Path],
+    tid: str,
+    source: str,
+    path: Path | None,
+    meta: dict[str, Any],
+    *,
+    where: str,
+    examples: dict[str, Path],
     import_roots: tuple[str, ...] = (),
 ) -> Task:
     tree = _parse_reference(source, path.name if path else "inline reference")
@@ -300,9 +322,7 @@ def _cases(value: Any, where: str, module_names: set[str]) -> tuple[dict, ...]:
             raise InvalidInput(f"{where}: 'cases'[{i}] must be an object like {{\"batch_size\": 8}}")
         for key, v in row.items():
             if key not in module_names:
-                raise InvalidInput(
-                    f"{where}: 'cases'[{i}] sets {key!r}, which the reference does not define at module level"
-                )
+                raise InvalidInput(f"{where}: 'cases'[{i}] sets {key!r}, which the reference does not define at module level")
             if not isinstance(v, (int, float, str, bool, list)) and v is not None:
                 raise InvalidInput(f"{where}: 'cases'[{i}][{key!r}] must be a JSON scalar or list")
         rows.append(dict(row))
@@ -311,13 +331,13 @@ def _cases(value: Any, where: str, module_names: set[str]) -> tuple[dict, ...]:
 
 def _tolerance(value: Any, where: str) -> dict:
     if not isinstance(value, dict):
-        raise InvalidInput(f"{where}: 'tolerance' must map dtype names to {{\"atol\": .., \"rtol\": ..}}")
+        raise InvalidInput(f'{where}: \'tolerance\' must map dtype names to {{"atol": .., "rtol": ..}}')
     out = {}
     for dtype, tol in value.items():
         if dtype not in DTYPE_NAMES:
             raise InvalidInput(f"{where}: 'tolerance' key {dtype!r} is not a dtype name ({', '.join(DTYPE_NAMES)})")
         if not isinstance(tol, dict) or set(tol) - {"atol", "rtol"} or not tol:
-            raise InvalidInput(f"{where}: 'tolerance'[{dtype!r}] must be {{\"atol\": float, \"rtol\": float}}")
+            raise InvalidInput(f'{where}: \'tolerance\'[{dtype!r}] must be {{"atol": float, "rtol": float}}')
         for k, v in tol.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
                 raise InvalidInput(f"{where}: 'tolerance'[{dtype!r}][{k!r}] must be a number >= 0")

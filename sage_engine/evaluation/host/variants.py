@@ -66,7 +66,7 @@ def variants_for(task: Any, edge_scale: float = 0.0) -> list[Variant]:
     if small:
         out.append(Variant("small", small))
     if edge_scale > 0:
-        out.append(Variant("large values", [*small[:MAX_ALTERNATIVES - 1], row], scale=float(edge_scale)))
+        out.append(Variant("large values", [*small[: MAX_ALTERNATIVES - 1], row], scale=float(edge_scale)))
     return out
 
 

@@ -23,8 +23,19 @@ from sage_engine.evaluation.common.cgroups import PidsCgroup, next_name, pids_cg
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import Launch, Sandboxing, owner_prefix
 from sage_engine.evaluation.common.processes import ProcessWatch
-from sage_engine.evaluation.protocol import (MAX_TASKS, Event, Exit, Op, Outcome, Ready, Request, Started,
-                                             TimingDone, TimingWait, parse_worker_event)
+from sage_engine.evaluation.protocol import (
+    MAX_TASKS,
+    Event,
+    Exit,
+    Op,
+    Outcome,
+    Ready,
+    Request,
+    Started,
+    TimingDone,
+    TimingWait,
+    parse_worker_event,
+)
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05  # how often a wait for the timing turn, or for a worker's event, looks again
@@ -48,7 +59,6 @@ class _DiedEarly(Exception):
 
 class SandboxFailed(RuntimeError):
     """bubblewrap itself refused to start the sandbox; the message is its own."""
-
 
 
 class Spawner:
@@ -129,18 +139,23 @@ class WorkerProcess:
             command += ["--confined"] + ([f"--cgroup={self.cgroup.path}"] if self.cgroup is not None else [])
         command += ["--", *self.launch.preload]
         if self.confined:
-            command = confine.bwrap_argv(self.sandboxing.confinement.bwrap or "bwrap",
-                                         self.sandboxing.layout(self.launch, self.scratch), command)
+            command = confine.bwrap_argv(
+                self.sandboxing.confinement.bwrap or "bwrap", self.sandboxing.layout(self.launch, self.scratch), command
+            )
             if self.cgroup is not None:
                 # Join the cgroup before bubblewrap forks, so everything inside is counted.
-                command = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.cgroup.path),
-                           *command]
+                command = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.cgroup.path), *command]
         stderr_path = os.path.join(self.scratch, "worker.stderr")
         with open(stderr_path, "wb") as stderr:
             try:
                 self.proc = SPAWNER.popen(
-                    command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                    env=self.launch.environment(self.threads), cwd=self.scratch, start_new_session=True,
+                    command,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=self.launch.environment(self.threads),
+                    cwd=self.scratch,
+                    start_new_session=True,
                     close_fds=True,
                 )
             except OSError as exc:
@@ -153,11 +168,9 @@ class WorkerProcess:
             message = confine.bwrap_message(text) if self.confined else None
             if message:
                 raise SandboxFailed(message)
-            raise WorkerStartError(f"the evaluation worker for {self.launch.python} did not start: "
-                                   f"{text.strip()[-2000:] or 'no output'}")
+            raise WorkerStartError(f"the evaluation worker for {self.launch.python} did not start: {text.strip()[-2000:] or 'no output'}")
         self.versions = event.versions
-        log.info("evaluation worker %d ready (%s, %s)", self.proc.pid, self.launch.python,
-                 "bubblewrap" if self.confined else "limits only")
+        log.info("evaluation worker %d ready (%s, %s)", self.proc.pid, self.launch.python, "bubblewrap" if self.confined else "limits only")
 
     def send(self, op: Op) -> bool:
         with self.write_lock:
@@ -258,8 +271,16 @@ class EvaluationRun:
     a cancel and the deadline. `on_turn(worker, True/False)` is told when it
     takes and gives back the turn, `on_turn(worker, None)` once the request is sent."""
 
-    def __init__(self, worker: WorkerProcess, request: Request, on_event: EventSink, *,
-                 cancel: threading.Event | None, turn: TimingTurn, on_turn: Callable[[WorkerProcess, bool | None], None]):
+    def __init__(
+        self,
+        worker: WorkerProcess,
+        request: Request,
+        on_event: EventSink,
+        *,
+        cancel: threading.Event | None,
+        turn: TimingTurn,
+        on_turn: Callable[[WorkerProcess, bool | None], None],
+    ):
         self.worker, self.request, self.on_event = worker, request, on_event
         self.cancel, self.turn, self.on_turn = cancel, turn, on_turn
 
@@ -313,8 +334,7 @@ class EvaluationRun:
                     if time.monotonic() >= deadline and not worker.paused:
                         # Past the evaluation's own limit and grace: the run ran out of time, whatever the
                         # candidate did to its worker; a timeout, never a host fault that escapes the verdict.
-                        return worker.lost("the evaluation worker stopped answering past the time limit",
-                                           killed="timeout")
+                        return worker.lost("the evaluation worker stopped answering past the time limit", killed="timeout")
                     continue
                 if isinstance(event, Exit):
                     return event.outcome
@@ -365,7 +385,6 @@ def _tail(path: str, limit: int = 8192) -> str:
 # ------------------------------------------------------------ the timing turn
 
 
-
 class TimingTurn:
     """One timing phase at a time: within this process a lock, across the
     host's SAGE processes a file lock. Waits give up when `cancel` is set."""
@@ -409,7 +428,6 @@ class TimingTurn:
         try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
         except OSError as exc:
-            log.warning("cannot open the timing lock %s (%s); timing is serialised in this process only",
-                        self.path, exc)
+            log.warning("cannot open the timing lock %s (%s); timing is serialised in this process only", self.path, exc)
             return None
         return fd

@@ -128,8 +128,10 @@ def parse_fail(payload: bytes) -> Fail:
         return Fail()
 
 
-CHILD_EVENTS: dict[str, type] = {cls.kind: cls for cls in (ProgressEvent, CaseEvent, Verdict, Fail, Lost, Extras, InputsShared,
-                                                         ReferenceDone, CandidateDone, RunnerResult)}
+CHILD_EVENTS: dict[str, type] = {
+    cls.kind: cls
+    for cls in (ProgressEvent, CaseEvent, Verdict, Fail, Lost, Extras, InputsShared, ReferenceDone, CandidateDone, RunnerResult)
+}
 
 
 def event_line(event: Event, token: str) -> bytes:
@@ -185,8 +187,7 @@ class Exit(Event):
     outcome: Outcome = field(default_factory=Outcome)
 
 
-WORKER_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Started, ProgressEvent, TimingWait,
-                                                          TimingDone, Exit)}
+WORKER_EVENTS: dict[str, type] = {cls.kind: cls for cls in (Ready, Started, ProgressEvent, TimingWait, TimingDone, Exit)}
 
 
 def worker_line(event: Event) -> bytes:

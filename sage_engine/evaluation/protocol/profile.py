@@ -75,20 +75,25 @@ def side_profile(data: Any) -> SideKernels:
     """A side's reply, bounded: names cut, counts made finite and non-negative."""
     side = build(SideKernels, data)
     kernels = [build(KernelTime, k) for k in (side.kernels if isinstance(side.kernels, list) else [])][:MAX_KERNELS]
-    return SideKernels(source=str(side.source)[:40], calls=max(0, int(side.calls)),
-                       kernels=[KernelTime(str(k.name)[:MAX_NAME_CHARS], _amount(k.launches), _amount(k.time_us))
-                                for k in kernels],
-                       launches=_amount(side.launches), kernel_us=_amount(side.kernel_us),
-                       wall_us=_amount(side.wall_us), bare_us=_amount(side.bare_us),
-                       overhead_us=_amount(side.overhead_us),
-                       note=str(side.note)[:MAX_NAME_CHARS])
+    return SideKernels(
+        source=str(side.source)[:40],
+        calls=max(0, int(side.calls)),
+        kernels=[KernelTime(str(k.name)[:MAX_NAME_CHARS], _amount(k.launches), _amount(k.time_us)) for k in kernels],
+        launches=_amount(side.launches),
+        kernel_us=_amount(side.kernel_us),
+        wall_us=_amount(side.wall_us),
+        bare_us=_amount(side.bare_us),
+        overhead_us=_amount(side.overhead_us),
+        note=str(side.note)[:MAX_NAME_CHARS],
+    )
 
 
 def work(data: Any) -> Work:
     found = build(Work, data)
     flops = found.flops if isinstance(found.flops, dict) else {}
-    return Work(bytes=max(0, int(found.bytes)), flops={str(k)[:20]: _amount(v) for k, v in flops.items()},
-                note=str(found.note)[:MAX_NAME_CHARS])
+    return Work(
+        bytes=max(0, int(found.bytes)), flops={str(k)[:20]: _amount(v) for k, v in flops.items()}, note=str(found.note)[:MAX_NAME_CHARS]
+    )
 
 
 def _amount(value: Any) -> float:

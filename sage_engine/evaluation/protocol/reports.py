@@ -39,8 +39,7 @@ class HookReport:
         """This report with what a later one says (its non-empty parts win)."""
         if later is None:
             return self
-        return HookReport(later.launches or self.launches, later.autotune or self.autotune,
-                          later.autotune_trials or self.autotune_trials)
+        return HookReport(later.launches or self.launches, later.autotune or self.autotune, later.autotune_trials or self.autotune_trials)
 
 
 def hook_report(data: Any) -> HookReport:
@@ -110,8 +109,7 @@ class Report:
     @classmethod
     def from_dict(cls, data: Any) -> "Report":
         def timing(d: Any) -> TimingReport:
-            return build(TimingReport, d, reference=lambda s: build(TimingStats, s),
-                         candidate=lambda s: build(TimingStats, s))
+            return build(TimingReport, d, reference=lambda s: build(TimingStats, s), candidate=lambda s: build(TimingStats, s))
 
         return build(cls, data, timing=timing, profile=ProfileReport.from_dict, judgement=judgement, hook=hook_report)
 

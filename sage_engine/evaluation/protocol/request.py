@@ -182,9 +182,16 @@ class Request:
 
     @classmethod
     def from_dict(cls, data: Any) -> "Request":
-        return build(cls, data, task=task_spec, timing=lambda d: build(TimingOptions, d),
-                     limits=lambda d: build(Limits, d), build=lambda d: build(BuildSpec, d),
-                     profile=lambda d: build(ProfileOptions, d), verdict=lambda d: build(VerdictOptions, d))
+        return build(
+            cls,
+            data,
+            task=task_spec,
+            timing=lambda d: build(TimingOptions, d),
+            limits=lambda d: build(Limits, d),
+            build=lambda d: build(BuildSpec, d),
+            profile=lambda d: build(ProfileOptions, d),
+            verdict=lambda d: build(VerdictOptions, d),
+        )
 
 
 def task_spec(data: Any) -> TaskSpec:

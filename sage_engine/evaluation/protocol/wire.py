@@ -30,8 +30,7 @@ from typing import Any
 
 HEADER_MAX = 1 << 20  # a frame header describes a few dozen values
 LINE_MAX = 32 << 20  # an event line longer than this is not from SAGE
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
-          "complex64", "complex128")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool", "complex64", "complex128")
 _LEN = struct.Struct("!I")
 _type = type  # captured before any candidate code runs in this process
 
@@ -122,8 +121,12 @@ def describe(value: Any, torch: Any) -> tuple[dict[str, Any], Any]:
     described so the reader can say what was returned."""
     if _type(value) is torch.Tensor:
         t = value.detach()
-        entry: dict[str, Any] = {"kind": "tensor", "dtype": str(t.dtype).replace("torch.", ""),
-                                 "shape": list(t.shape), "device": str(t.device)}
+        entry: dict[str, Any] = {
+            "kind": "tensor",
+            "dtype": str(t.dtype).replace("torch.", ""),
+            "shape": list(t.shape),
+            "device": str(t.device),
+        }
         if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
             return {"kind": "unsupported", "why": f"a {t.layout} / {t.device.type} tensor"}, None
         if entry["dtype"] not in DTYPES:
@@ -164,8 +167,13 @@ def write_frame(fd: int, header: dict[str, Any], tensors: list[Any]) -> int:
 
 def plain_tensor(value: Any, torch: Any) -> bool:
     """An exact, dense, strided torch.Tensor of a dtype frames carry."""
-    return (_type(value) is torch.Tensor and value.layout == torch.strided and not value.is_quantized
-            and value.device.type != "meta" and str(value.dtype).replace("torch.", "") in DTYPES)
+    return (
+        _type(value) is torch.Tensor
+        and value.layout == torch.strided
+        and not value.is_quantized
+        and value.device.type != "meta"
+        and str(value.dtype).replace("torch.", "") in DTYPES
+    )
 
 
 def shareable(value: Any, torch: Any) -> bool:

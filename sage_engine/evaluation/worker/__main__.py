@@ -94,8 +94,9 @@ def _send(proto: BinaryIO, event: Event) -> None:
     proto.write(worker_line(event))
 
 
-def run_one(request: Request, proto: BinaryIO, ops: wire.LineReader, scratch: str, confined: bool,
-            worker_cgroup: PidsCgroup | None) -> tuple[Outcome, bool]:
+def run_one(
+    request: Request, proto: BinaryIO, ops: wire.LineReader, scratch: str, confined: bool, worker_cgroup: PidsCgroup | None
+) -> tuple[Outcome, bool]:
     from sage_engine.evaluation.worker.evaluation import Evaluation
 
     clean(scratch, confined)
@@ -106,8 +107,9 @@ def run_one(request: Request, proto: BinaryIO, ops: wire.LineReader, scratch: st
     try:
         if confined and request.build is not None:
             stage_build(request.build.cache, request.build.inside)
-        evaluation = Evaluation(request, send=lambda event: _send(proto, event), ops=ops, workdir=workdir,
-                                cgroup=cgroup, worker_cgroup=worker_cgroup)
+        evaluation = Evaluation(
+            request, send=lambda event: _send(proto, event), ops=ops, workdir=workdir, cgroup=cgroup, worker_cgroup=worker_cgroup
+        )
         outcome = evaluation.run()
         return outcome, evaluation.quit
     finally:

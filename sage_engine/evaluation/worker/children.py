@@ -77,8 +77,7 @@ def shared_file() -> int:
     return fd
 
 
-def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: int, shared_fd: int,
-          cgroup: str | None) -> Child:
+def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: int, shared_fd: int, cgroup: str | None) -> Child:
     """Fork one child that runs `child_main(role, ...)` in its own session."""
     from sage_engine.evaluation.child.side import Channels
 
@@ -143,8 +142,14 @@ def child_main(role: str, request: Request, channels: "Channels", workdir: str) 
             CandidateSide(request, emit, channels).main()
     except BaseException as exc:  # each side reports its own failures; this is a harness fault
         text = diagnostics.exception_text(exc)
-        emit.send(Fail(status="runtime_error", message=f"the {role} process failed inside the sandbox: {text}",
-                       diagnostics=[diagnostics.diagnostic("harness", text)], harness=True))
+        emit.send(
+            Fail(
+                status="runtime_error",
+                message=f"the {role} process failed inside the sandbox: {text}",
+                diagnostics=[diagnostics.diagnostic("harness", text)],
+                harness=True,
+            )
+        )
         code = 1
     try:
         sys.stdout.flush()

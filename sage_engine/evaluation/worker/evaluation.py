@@ -19,11 +19,30 @@ from typing import Callable
 from sage_engine.evaluation.common import diagnostics, timing
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.common.cgroups import PidsCgroup
-from sage_engine.evaluation.protocol import (CandidateDone, CaseEvent, CaseResult, Event, Extras, Fail, HookReport,
-                                             InputsShared, Lost,
-                                             Outcome, ProgressEvent, ReferenceDone, Report, Request, RunnerResult,
-                                             Started, TimingDone, TimingReport, TimingStats, TimingWait,
-                                             Verdict, parse_child_event)
+from sage_engine.evaluation.protocol import (
+    CandidateDone,
+    CaseEvent,
+    CaseResult,
+    Event,
+    Extras,
+    Fail,
+    HookReport,
+    InputsShared,
+    Lost,
+    Outcome,
+    ProgressEvent,
+    ReferenceDone,
+    Report,
+    Request,
+    RunnerResult,
+    Started,
+    TimingDone,
+    TimingReport,
+    TimingStats,
+    TimingWait,
+    Verdict,
+    parse_child_event,
+)
 from sage_engine.evaluation.worker.children import Child, bulk_pipe, shared_file, spawn
 from sage_engine.evaluation.worker.supervisor import POLL_S, TIMED_CALL_FACTOR, Ended, Supervisor, fail_report
 from sage_engine.evaluation.worker.timed import TimingPhase, device_profile, profile_phase, reject_leftover_processes
@@ -35,8 +54,16 @@ class Evaluation:
     """Runs one request. `send` writes an event to the host; `ops` reads the
     host's operations (cancel, timing-go, pause, resume, quit)."""
 
-    def __init__(self, request: Request, *, send: Callable[[Event], None], ops: wire.LineReader, workdir: str,
-                 cgroup: PidsCgroup | None, worker_cgroup: PidsCgroup | None):
+    def __init__(
+        self,
+        request: Request,
+        *,
+        send: Callable[[Event], None],
+        ops: wire.LineReader,
+        workdir: str,
+        cgroup: PidsCgroup | None,
+        worker_cgroup: PidsCgroup | None,
+    ):
         self.req = request
         self.send = send
         self.workdir = workdir
@@ -142,8 +169,7 @@ class Evaluation:
             row = self.cases[-1]
             where = row.variant or f"case {row.case or 'default'} trial {row.trial}"
             message = row.message if row.variant else f"{where}: {row.message}"
-            report = Report("incorrect", message, [diagnostics.diagnostic("mismatch", row.message)],
-                            mismatch=row.message)
+            report = Report("incorrect", message, [diagnostics.diagnostic("mismatch", row.message)], mismatch=row.message)
             raise Ended(report=report)
         elif isinstance(event, Fail):
             raise Ended(report=fail_report(c, event))
@@ -165,18 +191,13 @@ class Evaluation:
         # It may have reported why just before exiting: read what is left first.
         self.sup.read_remaining(c)
         if self.timing_active:
-            raise Ended() if c.role == "candidate" else self.reference_died(c)
+            raise Ended() if c.role == "candidate" else _reference_died(c, self.last_progress)
         if self.runner_result is not None or (self.ref_done if c.role == "reference" else self.cand_done):
             return
         if c.role == "candidate":
             raise Ended()  # a crash: results.py reads the exit code and the stack it printed
         if self.sup.lost_at is None:
-            raise self.reference_died(c)
-
-    def reference_died(self, c: Child) -> Ended:
-        message = (f"the reference process died ({_exit_text(c.exit_code)}) while "
-                   f"{self.last_progress or 'starting'}; nothing but the candidate signals it")
-        return Ended(report=Report("crashed", message, [diagnostics.diagnostic("crash", "the reference process died")]))
+            raise _reference_died(c, self.last_progress)
 
     def take_extras(self) -> None:
         """The candidate's latest hook report (sent right after each frame, so
@@ -195,33 +216,33 @@ class Evaluation:
 
     # --------------------------------------------------------------- reports
 
-    def phases(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for done in (self.ref_done, self.cand_done):
-            if done is not None:
-                out.update({k: float(v) for k, v in done.phases.items() if isinstance(v, (int, float))})
-        return out
-
     def complete(self, report: Report) -> Report:
         """A decision, with what is known so far: the case rows, the phases, the hook's report."""
-        report.phases = self.phases()
+        report.phases = _phases(self.ref_done, self.cand_done)
         report.hook = (self.extras or HookReport()).merged(report.hook) if self.extras or report.hook else None
         return report
 
     def correct_report(self) -> Report:
         ref, cand = self.ref_done, self.cand_done
-        phases = self.phases()
+        phases = _phases(self.ref_done, self.cand_done)
         # Reference and candidate run side by side: the longer one is the cost.
         phases["correctness"] = max(phases.get("reference_correctness", 0.0), phases.get("candidate_correctness", 0.0))
         phases["model_calls"] = max(phases.get("reference_calls", 0.0), phases.get("candidate_calls", 0.0))
         declared = [c for c in self.cases if not c.variant]
         variants = sum(1 for v in ref.judgement.variants if v.status == "passed")
         message = f"correct on {len(declared)} trial(s) over {len(self.req.task.cases)} case(s)" + (
-            f" and {variants} shape variant(s)" if variants else "")
-        return Report("correct", message, phases=phases, versions=dict(cand.versions),
-                      checks={"threads": cand.threads, "inputs": ref.inputs}, device_name=ref.device_name,
-                      hook=(self.extras or HookReport()).merged(cand.hook) if self.extras or cand.hook else None,
-                      judgement=ref.judgement)
+            f" and {variants} shape variant(s)" if variants else ""
+        )
+        return Report(
+            "correct",
+            message,
+            phases=phases,
+            versions=dict(cand.versions),
+            checks={"threads": cand.threads, "inputs": ref.inputs},
+            device_name=ref.device_name,
+            hook=(self.extras or HookReport()).merged(cand.hook) if self.extras or cand.hook else None,
+            judgement=ref.judgement,
+        )
 
     # ---------------------------------------------------------------- timing
 
@@ -242,18 +263,14 @@ class Evaluation:
         slowest = max(self.ref_done.slowest_call, self.cand_done.slowest_call)
         needed = 2 * slowest * (self.req.timing.warmup + self.req.timing.min_reps)
         if needed > wall:
-            report.diagnostics.append(diagnostics.diagnostic("timing", (
-                f"timing skipped: one call takes up to {slowest:.1f} s here, and these times would say nothing "
-                "of a device anyway; the kernel's correctness stands"), severity="info"))
+            report.diagnostics.append(_timing_left_out(f"timing skipped: one call takes up to {slowest:.1f} s here"))
             return None
         try:
             return self.timed(report)
         except Ended as end:
             if end.report is None or end.report.status != "timeout":
                 raise
-            report.diagnostics.append(diagnostics.diagnostic("timing", (
-                f"timing incomplete: stopped after {wall:g} s (these times would say nothing of a device anyway); "
-                "the kernel's correctness stands"), severity="info"))
+            report.diagnostics.append(_timing_left_out(f"timing incomplete: stopped after {wall:g} s"))
             return None
 
     def timed(self, report: Report) -> TimingReport:
@@ -276,9 +293,32 @@ class Evaluation:
         report.phases["timing"] = elapsed
         report.phases["model_calls"] = report.phases.get("model_calls", 0.0) + elapsed
         report.checks.update(checks)
-        return TimingReport(reference=TimingStats(**timing.stats(ref_s)),
-                            candidate=TimingStats(**timing.stats(cand_s)),
-                            case=self.req.task.cases[self.ref_done.chosen], timer=self.req.timing.timer)
+        return TimingReport(
+            reference=TimingStats(**timing.stats(ref_s)),
+            candidate=TimingStats(**timing.stats(cand_s)),
+            case=self.req.task.cases[self.ref_done.chosen],
+            timer=self.req.timing.timer,
+        )
+
+
+def _phases(*sides: ReferenceDone | CandidateDone | None) -> dict[str, float]:
+    """Each side's phase times, as far as it got."""
+    out: dict[str, float] = {}
+    for done in sides:
+        if done is not None:
+            out.update({k: float(v) for k, v in done.phases.items() if isinstance(v, (int, float))})
+    return out
+
+
+def _reference_died(c: Child, doing: str) -> Ended:
+    message = f"the reference process died ({_exit_text(c.exit_code)}) while {doing or 'starting'}; nothing but the candidate signals it"
+    return Ended(report=Report("crashed", message, [diagnostics.diagnostic("crash", "the reference process died")]))
+
+
+def _timing_left_out(what: str) -> dict:
+    """The info that a timing of no consequence (an interpreter's) was left out."""
+    text = f"{what}; these times would say nothing of a device anyway, and the kernel's correctness stands"
+    return diagnostics.diagnostic("timing", text, severity="info")
 
 
 def _exit_text(code: int | None) -> str:

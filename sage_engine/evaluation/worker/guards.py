@@ -62,8 +62,7 @@ class ReferenceGuard:
         out = {}
         for tid in thread_ids(self.ref.pid):
             try:
-                out[tid] = ((os.getpriority(os.PRIO_PROCESS, tid), os.sched_getscheduler(tid)),
-                            frozenset(os.sched_getaffinity(tid)))
+                out[tid] = ((os.getpriority(os.PRIO_PROCESS, tid), os.sched_getscheduler(tid)), frozenset(os.sched_getaffinity(tid)))
             except OSError:
                 continue  # the thread ended
         return out

@@ -19,8 +19,7 @@ from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.common.processes import ProcessWatch, shared_resident_bytes
-from sage_engine.evaluation.protocol import (CANDIDATE_STATUSES, Event, Fail, Op, Report, Request,
-                                              parse_child_event, parse_fail)
+from sage_engine.evaluation.protocol import CANDIDATE_STATUSES, Event, Fail, Op, Report, Request, parse_child_event, parse_fail
 from sage_engine.evaluation.worker.children import Child
 
 POLL_S = 0.05
@@ -56,8 +55,16 @@ class Owner(Protocol):
 
 
 class Supervisor:
-    def __init__(self, request: Request, owner: Owner, *, send: Callable[[Event], None], ops: wire.LineReader,
-                 cgroup: PidsCgroup | None, worker_cgroup: PidsCgroup | None):
+    def __init__(
+        self,
+        request: Request,
+        owner: Owner,
+        *,
+        send: Callable[[Event], None],
+        ops: wire.LineReader,
+        cgroup: PidsCgroup | None,
+        worker_cgroup: PidsCgroup | None,
+    ):
         self.req, self.owner, self.send, self.ops = request, owner, send, ops
         self.cgroup = cgroup  # this evaluation's own (limits-only), or None
         self.worker_cgroup = worker_cgroup  # the whole sandbox's (confined), or None
@@ -206,14 +213,14 @@ class Supervisor:
             elif self.dump_at is not None and now - self.dump_at >= STACK_DUMP_S:
                 raise Ended(killed="timeout")
         if self.lost_at is not None and now - self.lost_at > LOST_GRACE_S:
-            raise decided("crashed", "the candidate process stopped sending its outputs", "crash",
-                          "no outputs from the candidate process")
+            raise decided("crashed", "the candidate process stopped sending its outputs", "crash", "no outputs from the candidate process")
         if self.watch is not None and self.watch.over_limit() or self.pids_exceeded():
             raise Ended(killed="processes")
         cand, cap = self.children.get("candidate"), self.req.limits.memory_mb
         if cand is not None and cap and shared_resident_bytes(cand.pid) > (cap << 20) + self.shared_inputs:
-            raise decided("runtime_error", "the candidate mapped more shared memory than its memory cap"
-                          + diagnostics.memory_cap_note(cap), "memory")
+            raise decided(
+                "runtime_error", "the candidate mapped more shared memory than its memory cap" + diagnostics.memory_cap_note(cap), "memory"
+            )
 
     def pids_exceeded(self) -> bool:
         wc = self.worker_cgroup
@@ -270,10 +277,13 @@ class Supervisor:
             if time.monotonic() > deadline:
                 if time.monotonic() < self.deadline:
                     raise decided(
-                        "timeout", f"the {c.role}'s calls stopped answering while timed: no reply to "
+                        "timeout",
+                        f"the {c.role}'s calls stopped answering while timed: no reply to "
                         f"{self.last_command!r} in {TIMING_SLACK_S:g} s or {TIMED_CALL_FACTOR:g}x the slowest call "
-                        "of the correctness checks per call asked, whichever is longer", "timeout",
-                        "a call hung while being timed")
+                        "of the correctness checks per call asked, whichever is longer",
+                        "timeout",
+                        "a call hung while being timed",
+                    )
                 raise Ended(killed="timeout")
             self.pump(min(POLL_S, max(0.0, deadline - time.monotonic())))
 

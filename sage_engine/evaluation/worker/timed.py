@@ -76,12 +76,10 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
-        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup}", end))
-                   for c in (self.ref, self.cand)}
+        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup}", end)) for c in (self.ref, self.cand)}
         # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
         # command round trips per budget (a device timer's own clock excludes them anyway).
-        self.inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7))))
-                      for role, t in fastest.items()}
+        self.inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7)))) for role, t in fastest.items()}
         # Watched from here on: stops and continues of the pauses before timing are not counted.
         self.guard = ReferenceGuard(self.ref)
         self.cpu = CpuMeter(self.cand.pid)
@@ -90,14 +88,24 @@ class TimingPhase:
         # stay; one that a timed call starts and leaves running is work after the timer.
         self.known = thread_ids(self.cand.pid)
         ref_s, cand_s = timing.measure_alternating(
-            lambda: self.sample(self.ref), self.candidate_sample, warmup=0, min_reps=opts.min_reps,
-            max_reps=opts.max_reps, budget_s=opts.budget_s, precision=opts.precision)
+            lambda: self.sample(self.ref),
+            self.candidate_sample,
+            warmup=0,
+            min_reps=opts.min_reps,
+            max_reps=opts.max_reps,
+            budget_s=opts.budget_s,
+            precision=opts.precision,
+        )
         reject_leftover_processes(self.sup, self.cand)
         if self.idle > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * self.busy):
-            raise decided("rejected", f"the candidate kept computing after its calls returned: "
-                          f"{self.idle * 1000:.1f} ms of CPU while it was not being called ({self.busy * 1000:.1f} ms "
-                          "while it was); work left on background threads or processes is not allowed", "cheat",
-                          "background work after forward returned")
+            raise decided(
+                "rejected",
+                f"the candidate kept computing after its calls returned: "
+                f"{self.idle * 1000:.1f} ms of CPU while it was not being called ({self.busy * 1000:.1f} ms "
+                "while it was); work left on background threads or processes is not allowed",
+                "cheat",
+                "background work after forward returned",
+            )
         # The median gaps: the speedup is a ratio of medians, so a process
         # that under-reports in more than half its samples moves it, and a
         # median is where that shows (a smallest gap would be one of its
@@ -113,16 +121,22 @@ class TimingPhase:
         cpu_ref, cpu_cand = max(0.0, max(self.cpu_gaps["reference"])), statistics.median(self.cpu_gaps["candidate"])
         bound = max(MISREPORT_FLOOR_S, MISREPORT_SHARE * statistics.median(self.claims))
         if not opts.device_clock and gap_cand - gap_ref > bound and cpu_cand - cpu_ref > bound:
-            raise self.misreported(f"its batches took a median {gap_cand * 1e3:.3f} ms longer by the worker's clock "
-                                   f"than reported, and used a median {cpu_cand * 1e3:.3f} ms more CPU; the reference's, "
-                                   f"{gap_ref * 1e3:.3f} ms and {cpu_ref * 1e3:.3f} ms")
+            raise self.misreported(
+                f"its batches took a median {gap_cand * 1e3:.3f} ms longer by the worker's clock "
+                f"than reported, and used a median {cpu_cand * 1e3:.3f} ms more CPU; the reference's, "
+                f"{gap_ref * 1e3:.3f} ms and {cpu_ref * 1e3:.3f} ms"
+            )
         checks: dict[str, Any] = {
-            "cpus": cpus, "inner_calls": self.inner, "idle_cpu_ms": round(self.idle * 1000, 3),
+            "cpus": cpus,
+            "inner_calls": self.inner,
+            "idle_cpu_ms": round(self.idle * 1000, 3),
             "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
             "cpu_gap_us": {"reference": round(cpu_ref * 1e6, 1), "candidate": round(cpu_cand * 1e6, 1)},
-            "fresh_inputs_checked": self.checked["fresh"], "stale_checks": self.checked["stale"],
+            "fresh_inputs_checked": self.checked["fresh"],
+            "stale_checks": self.checked["stale"],
             "stale_inconclusive": self.checked["stale_inconclusive"],
-            "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0}
+            "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0,
+        }
         if self.all_streams:
             # Device work left on another stream after a call's end event: from then on
             # that side was timed with the device synchronised inside each call's events.
@@ -137,14 +151,17 @@ class TimingPhase:
         wall, cpu = time.perf_counter() - t0, meter.seconds() - cpu0
         meddled = self.guard.meddled()
         if meddled:
-            raise decided("rejected", f"while the reference process was being timed, something {meddled}: only the "
-                          "candidate's process could have", "cheat", f"the reference process was {meddled}")
+            raise decided(
+                "rejected",
+                f"while the reference process was being timed, something {meddled}: only the candidate's process could have",
+                "cheat",
+                f"the reference process was {meddled}",
+            )
         claimed = self.claimed(c, text) * n
         if text.endswith(" all-streams"):
             self.all_streams.add(c.role)
         if claimed > wall:
-            raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported "
-                                   f"as {claimed * 1e3:.3f} ms")
+            raise self.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported as {claimed * 1e3:.3f} ms")
         if c is self.ref:
             self.churn.append(churn_of(text))
         # The inputs' changes between calls are outside the claim and inside the
@@ -172,9 +189,13 @@ class TimingPhase:
         self.busy += after - before
         now = thread_ids(self.cand.pid)
         if now - self.known:
-            raise decided("rejected", f"a timed call of the candidate started {len(now - self.known)} thread(s) that "
-                          "were still running after it returned; work left on background threads is not allowed",
-                          "cheat", "threads left running after forward returned")
+            raise decided(
+                "rejected",
+                f"a timed call of the candidate started {len(now - self.known)} thread(s) that "
+                "were still running after it returned; work left on background threads is not allowed",
+                "cheat",
+                "threads left running after forward returned",
+            )
         self.known.update(now)
         self.after = after
         self.n += 1
@@ -199,11 +220,16 @@ class TimingPhase:
         if verdict.startswith("bad "):
             message = str(_json_object(verdict[4:]).get("message", ""))
             if message.startswith("returned a stored answer"):
-                raise decided("rejected", f"while timed, the candidate {message}", "cheat",
-                              "a stored answer for new input values during timing")
-            raise decided("rejected", f"while timed, on inputs it had not seen before, the candidate's output was "
-                          f"wrong ({message}): it returns results computed for earlier inputs", "cheat",
-                          f"stale output on fresh inputs during timing: {message}")
+                raise decided(
+                    "rejected", f"while timed, the candidate {message}", "cheat", "a stored answer for new input values during timing"
+                )
+            raise decided(
+                "rejected",
+                f"while timed, on inputs it had not seen before, the candidate's output was "
+                f"wrong ({message}): it returns results computed for earlier inputs",
+                "cheat",
+                f"stale output on fresh inputs during timing: {message}",
+            )
         self.checked[check] += 1
         if verdict.startswith("ok inconclusive"):
             self.checked["stale_inconclusive"] += 1
@@ -220,8 +246,12 @@ class TimingPhase:
         return value
 
     def misreported(self, detail: str) -> Ended:
-        return decided("rejected", f"the candidate's process misreported how long its calls took: {detail}", "cheat",
-                       "timing reports that the worker's clock contradicts")
+        return decided(
+            "rejected",
+            f"the candidate's process misreported how long its calls took: {detail}",
+            "cheat",
+            "timing reports that the worker's clock contradicts",
+        )
 
 
 def check_positions(min_reps: int, pairs: int) -> dict[int, str]:
@@ -256,8 +286,12 @@ def reject_leftover_processes(sup: Supervisor, cand: Child) -> None:
     """Between calls the candidate's process is alone: anything it started and left running is work off the clock."""
     leftover = [p.pid for p in sup.watch.members() if p.pid != cand.pid] if sup.watch is not None else []
     if leftover:
-        raise decided("rejected", f"the candidate left {len(leftover)} process(es) running after its calls returned",
-                      "cheat", "background processes left running")
+        raise decided(
+            "rejected",
+            f"the candidate left {len(leftover)} process(es) running after its calls returned",
+            "cheat",
+            "background processes left running",
+        )
 
 
 def device_profile(sup: Supervisor) -> dict[str, Any]:
@@ -305,8 +339,9 @@ def profile_phase(sup: Supervisor, timing: TimingReport, options: ProfileOptions
         except Ended as end:
             if end.killed not in PROFILE_SURVIVES:
                 raise
-            out.errors[role] = (end.report.message if end.report is not None
-                                else f"the {role} process ended while profiled ({end.killed or 'exited'})")
+            out.errors[role] = (
+                end.report.message if end.report is not None else f"the {role} process ended while profiled ({end.killed or 'exited'})"
+            )
         except (ValueError, TypeError, ProtocolError) as exc:
             out.errors[role] = f"the {role}'s profile could not be read: {exc}"
     return out

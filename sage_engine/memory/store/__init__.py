@@ -17,8 +17,14 @@ from sage_engine.memory.store.postgres import StoreUnavailable, is_postgres_url,
 __all__ = ["Store", "StoreUnavailable", "check_id", "item_from_row", "is_postgres_url", "open_store", "redact"]
 
 
-def open_store(spec: str | Path, *, busy_timeout_ms: int = 10_000, pool_size: int = 8,
-               connect_timeout_s: float = 10.0, bm25_weights: tuple[float, ...] | None = None) -> Store:
+def open_store(
+    spec: str | Path,
+    *,
+    busy_timeout_ms: int = 10_000,
+    pool_size: int = 8,
+    connect_timeout_s: float = 10.0,
+    bm25_weights: tuple[float, ...] | None = None,
+) -> Store:
     """A SQLite file path, or a `postgresql://` URL (never taken for a path)."""
     extra = {"bm25_weights": bm25_weights} if bm25_weights else {}
     if is_postgres_url(str(spec)):

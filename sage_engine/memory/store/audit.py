@@ -29,15 +29,24 @@ class AuditRecords:
     def utility_log(self, *, item_id: int | None = None, episode_id: int | None = None) -> list[UtilityUpdate]:
         column, value = ("item_id", item_id) if item_id is not None else ("episode_id", episode_id)
         rows = self.store.rows(f"SELECT * FROM utility_log WHERE {column} = ? ORDER BY id", (value,))
-        return [UtilityUpdate(item_id=r["item_id"], episode_id=r["episode_id"], strategy=r["strategy"],
-                              adopted=bool(r["adopted"]), before=r["before"], after=r["after"],
-                              target=r["target"], eta=r["eta"]) for r in rows]
+        return [
+            UtilityUpdate(
+                item_id=r["item_id"],
+                episode_id=r["episode_id"],
+                strategy=r["strategy"],
+                adopted=bool(r["adopted"]),
+                before=r["before"],
+                after=r["after"],
+                target=r["target"],
+                eta=r["eta"],
+            )
+            for r in rows
+        ]
 
     # --------------------------------------------------------- consolidations
 
     def add_consolidation(self, snapshot: str, author: str | None, now: float) -> int:
-        return self.store.insert("consolidations", {"created_at": now, "report": "{}", "snapshot": snapshot,
-                                                    "author": author})  # type: ignore[return-value]
+        return self.store.insert("consolidations", {"created_at": now, "report": "{}", "snapshot": snapshot, "author": author})  # type: ignore[return-value]
 
     def set_consolidation_report(self, consolidation_id: int, report_json: str) -> None:
         self.store.run("UPDATE consolidations SET report = ? WHERE id = ?", (report_json, consolidation_id))
@@ -68,8 +77,7 @@ class AuditRecords:
         return default if value is None else value
 
     def set_meta(self, key: str, value: str) -> None:
-        self.store.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                       (key, value))
+        self.store.run("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (key, value))
 
     # ----------------------------------------------------------------- stats
 

@@ -35,9 +35,9 @@ class EpisodeRecords:
         that client's open episode for that task, which a new retrieval ends:
         their id and last_activity."""
         return self.store.rows(
-            "SELECT id, last_activity FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?))"
-            " ORDER BY id",
-            (cutoff, client, task))
+            "SELECT id, last_activity FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?)) ORDER BY id",
+            (cutoff, client, task),
+        )
 
     def touch(self, episode_id: int, now: float) -> None:
         self.store.run("UPDATE episodes SET last_activity = ? WHERE id = ?", (now, episode_id))
@@ -73,18 +73,23 @@ class EpisodeRecords:
 
     def credited_since(self, ts: float) -> int:
         """Episodes closed with credit after `ts` (what makes consolidation due)."""
-        return int(self.store.scalar(
-            "SELECT COUNT(*) AS n FROM episodes WHERE status = 'closed' AND reward IS NOT NULL AND closed_at > ?", (ts,)))
+        return int(
+            self.store.scalar("SELECT COUNT(*) AS n FROM episodes WHERE status = 'closed' AND reward IS NOT NULL AND closed_at > ?", (ts,))
+        )
 
     # ------------------------------------------------------------- retrievals
 
     def log_shown(self, episode_id: int, shown: Iterable[dict[str, Any]], query: str, now: float) -> None:
-        rows = [(episode_id, s["id"], s["rank"], s["score"], s["similarity"], s["exploration"], s["utility"],
-                 int(s["resident"]), query, now) for s in shown]
+        rows = [
+            (episode_id, s["id"], s["rank"], s["score"], s["similarity"], s["exploration"], s["utility"], int(s["resident"]), query, now)
+            for s in shown
+        ]
         if rows:
             self.store.run_many(
                 "INSERT INTO retrievals (episode_id, item_id, rank, score, similarity, exploration, utility, resident, query, created_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
 
     def shown_ids(self, episode_id: int) -> list[int]:
         rows = self.store.rows("SELECT DISTINCT item_id FROM retrievals WHERE episode_id = ? ORDER BY item_id", (episode_id,))
@@ -104,7 +109,9 @@ class EpisodeRecords:
         rows = self.store.rows(
             "SELECT episode_id, MIN(query) AS query FROM retrievals"
             " WHERE episode_id > (SELECT COALESCE(MAX(id), 0) FROM episodes) - ? AND query IS NOT NULL"
-            " GROUP BY episode_id", (episodes,))
+            " GROUP BY episode_id",
+            (episodes,),
+        )
         return [r["query"] for r in rows]
 
     def resident_match(self, episode_id: int) -> dict[int, float]:
@@ -151,8 +158,9 @@ class EpisodeRecords:
 
     # -------------------------------------------------------------- adoptions
 
-    def adopt(self, episode_id: int, item_id: int, attempt_id: int | None, evidence: str, weight: float,
-              author: str | None, now: float) -> None:
+    def adopt(
+        self, episode_id: int, item_id: int, attempt_id: int | None, evidence: str, weight: float, author: str | None, now: float
+    ) -> None:
         g = self.store.greatest
         self.store.run(
             f"""INSERT INTO adoptions (episode_id, item_id, attempt_id, evidence, weight, created_at, author)

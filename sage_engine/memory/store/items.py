@@ -40,8 +40,15 @@ class ItemRecords:
         return {r["id"]: item_from_row(r) for r in self.store.rows(f"SELECT {COLUMNS} FROM items WHERE id IN ({marks})", tuple(ids))}
 
     def list(
-        self, *, kind: str | None = None, statuses: Iterable[str] | None = None, scope: str | None = None,
-        author: str | None = None, viewer: str | None = None, order: str = "utility", limit: int | None = None,
+        self,
+        *,
+        kind: str | None = None,
+        statuses: Iterable[str] | None = None,
+        scope: str | None = None,
+        author: str | None = None,
+        viewer: str | None = None,
+        order: str = "utility",
+        limit: int | None = None,
         offset: int = 0,
     ) -> list[Item]:
         """Items by filter. With a `viewer`, others' private items are left
@@ -70,8 +77,10 @@ class ItemRecords:
             return
         cols = list(rows[0])
         check_columns("items", rows[0])
-        self.store.run_many(f"INSERT INTO items ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                            [[json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c] for c in cols] for r in rows])
+        self.store.run_many(
+            f"INSERT INTO items ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [[json.dumps(r[c]) if isinstance(r[c], (list, dict)) else r[c] for c in cols] for r in rows],
+        )
 
     def update(self, item_id: int, changes: Row) -> None:
         self.store.update("items", item_id, changes)
@@ -166,8 +175,15 @@ def _filters(*, kind, statuses, scope, author) -> tuple[str, list]:
 
 def _candidate(r: Row, *, bm25: float) -> Candidate:
     return Candidate(
-        id=r["id"], bm25=bm25, status=r["status"], scope=r["scope"], author=r["author"], backend=r["backend"],
-        hardware=r["hardware"], utility=float(r["utility"]), adoption_rate=float(r["adoption_rate"]),
+        id=r["id"],
+        bm25=bm25,
+        status=r["status"],
+        scope=r["scope"],
+        author=r["author"],
+        backend=r["backend"],
+        hardware=r["hardware"],
+        utility=float(r["utility"]),
+        adoption_rate=float(r["adoption_rate"]),
         n_retrieved=int(r["n_retrieved"]),
     )
 

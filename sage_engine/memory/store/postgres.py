@@ -68,10 +68,15 @@ class PostgresStore(Store):
         # ts_rank_cd weights are {D, C, B, A}: content is C, tags/operator/family B, title A.
         self.rank_weights = "{0.1, %s, %s, 1.0}" % (round(content / title, 4), round(tags / title, 4))
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=max(1, pool_size), timeout=connect_timeout_s, open=False,
+            url,
+            min_size=1,
+            max_size=max(1, pool_size),
+            timeout=connect_timeout_s,
+            open=False,
             kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": max(1, int(connect_timeout_s))},
             # A connection the server dropped is replaced before anyone uses it.
-            check=ConnectionPool.check_connection, name="sage-memory",
+            check=ConnectionPool.check_connection,
+            name="sage-memory",
         )
         try:
             self.pool.open(wait=True, timeout=connect_timeout_s)
@@ -140,8 +145,7 @@ class PostgresStore(Store):
 
     def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
         rows = self.rows(
-            "SELECT id FROM items, websearch_to_tsquery('english', ?) AS q WHERE search @@ q "
-            "ORDER BY ts_rank_cd(search, q) DESC LIMIT ?",
+            "SELECT id FROM items, websearch_to_tsquery('english', ?) AS q WHERE search @@ q ORDER BY ts_rank_cd(search, q) DESC LIMIT ?",
             (" or ".join(terms), limit),
         )
         return [r["id"] for r in rows]
@@ -156,9 +160,7 @@ class PostgresStore(Store):
     def after_import(self) -> None:
         # Rows arrived with their ids: move each identity sequence past them.
         for table in ID_TABLES:
-            self.run(
-                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {table}"
-            )
+            self.run(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {table}")
 
 
 _QMARK = re.compile(r"\?|%")

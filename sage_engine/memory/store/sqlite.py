@@ -63,8 +63,7 @@ class SqliteStore(Store):
     def _connect(self) -> sqlite3.Connection:
         try:
             # isolation_level=None: transactions are ours (BEGIN IMMEDIATE).
-            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False,
-                                   timeout=self._timeout_ms / 1000)
+            conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=self._timeout_ms / 1000)
             conn.row_factory = _dict_row
             conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
             conn.execute("PRAGMA synchronous = NORMAL")
@@ -137,8 +136,7 @@ class SqliteStore(Store):
         """A store error that names the file, says nothing was written and what to do."""
         text = str(exc)
         if "locked" in text or "busy" in text:
-            why = (f"it is locked by another process past busy_timeout_ms ({self._timeout_ms} ms); retry, "
-                   "or stop what holds it")
+            why = f"it is locked by another process past busy_timeout_ms ({self._timeout_ms} ms); retry, or stop what holds it"
         elif "full" in text:
             why = "the disk holding it is full (or the file reached its size limit); free space and retry"
         else:
@@ -181,8 +179,7 @@ class SqliteStore(Store):
 
     def lexical_floor(self, terms: list[str], limit: int) -> list[int]:
         match = " OR ".join(f'"{t}"' for t in terms)
-        rows = self.rows("SELECT rowid AS id FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?",
-                         (match, limit))
+        rows = self.rows("SELECT rowid AS id FROM items_fts WHERE items_fts MATCH ? ORDER BY bm25(items_fts) LIMIT ?", (match, limit))
         return [r["id"] for r in rows]
 
     def _execute_many(self, conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:

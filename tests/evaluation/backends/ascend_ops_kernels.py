@@ -151,8 +151,14 @@ def bf16_add() -> None:
 if __name__ == "__main__":
     torch.manual_seed(0)
     found: dict[str, str] = {}
-    for op, fn in (("gather", gather), ("extract_slice/insert_slice", slices), ("get_element", get_element),
-                   ("index_select", index_select), ("compile_hint/parallel", hint_parallel),
-                   ("flip/sort", flip_sort), ("bf16 add", bf16_add)):
+    for op, fn in (
+        ("gather", gather),
+        ("extract_slice/insert_slice", slices),
+        ("get_element", get_element),
+        ("index_select", index_select),
+        ("compile_hint/parallel", hint_parallel),
+        ("flip/sort", flip_sort),
+        ("bf16 add", bf16_add),
+    ):
         check(op, fn, found)
     print(json.dumps(found))

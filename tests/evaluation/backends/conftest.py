@@ -25,8 +25,10 @@ def ascend_env(tmp_path_factory) -> Config:
     config = ascend_config(tmp_path_factory.mktemp("ascend"))
     if not venv.env_is_current("ascend-compile", config):
         if os.environ.get("SAGE_SETUP_ASCEND") != "1":
-            pytest.skip(f"the ascend-compile virtualenv is not set up under {config.cache_dir}; run "
-                        "`sage backends setup ascend-compile` or set SAGE_SETUP_ASCEND=1")
+            pytest.skip(
+                f"the ascend-compile virtualenv is not set up under {config.cache_dir}; run "
+                "`sage backends setup ascend-compile` or set SAGE_SETUP_ASCEND=1"
+            )
         start = time.monotonic()
         venv.ensure_backend_env("ascend-compile", config)
         print(f"ascend-compile env built in {time.monotonic() - start:.0f} s", file=sys.stderr)

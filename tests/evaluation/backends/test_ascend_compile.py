@@ -31,7 +31,7 @@ def example_id(path: Path) -> str:
 
 
 def broken_category(path: Path) -> str:
-    rest = path.stem[len("ascend_broken_"):]
+    rest = path.stem[len("ascend_broken_") :]
     return next(c for c in CATEGORIES if rest.startswith(c + "_"))
 
 
@@ -45,8 +45,7 @@ def evaluate(backend, task, source: str):
 def test_suite_has_ascend_examples_for_at_least_twelve_tasks():
     tasks = {p.parent.parent.name for p in EXAMPLES}
     assert len(tasks) >= 12, sorted(tasks)
-    for needed in ("softmax", "layer_norm", "rms_norm", "matmul", "causal_flash_attention",
-                   "block_sparse_attention", "sum_dim", "gelu"):
+    for needed in ("softmax", "layer_norm", "rms_norm", "matmul", "causal_flash_attention", "block_sparse_attention", "sum_dim", "gelu"):
         assert needed in tasks
 
 
@@ -65,8 +64,7 @@ def test_backend_without_its_env_is_unavailable_and_says_how_to_set_it_up(tmp_pa
     task = load_task(SUITE / "gelu")
     # The harness, the one way in, checks the backend before anything runs.
     with Harness(config) as harness, pytest.raises(BackendUnavailable, match="sage backends setup ascend-compile"):
-        harness.evaluate(task, (SUITE / "gelu" / "solutions" / "ascend_gelu.py").read_text(), backend="ascend-compile",
-                         trials=1)
+        harness.evaluate(task, (SUITE / "gelu" / "solutions" / "ascend_gelu.py").read_text(), backend="ascend-compile", trials=1)
 
 
 def test_env_whose_imports_fail_is_reported_broken(tmp_path):
@@ -132,7 +130,7 @@ def test_broken_variant_is_a_compile_error_of_its_category(ascend_backend, path)
         assert "overflow, requires" in diag.message and "bits" in diag.message
 
 
-FP64_TASK = '''
+FP64_TASK = """
 import torch
 import torch.nn as nn
 
@@ -150,9 +148,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-KERNEL_TEMPLATE = '''import torch
+KERNEL_TEMPLATE = """import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
@@ -173,7 +171,7 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         exp_kernel[(40,)](x, y, x.numel(), BLOCK=1024)
         return y
-'''
+"""
 
 
 @pytest.mark.ascend
@@ -201,8 +199,7 @@ def test_wrong_kernel_is_incorrect_even_though_the_front_end_passes(ascend_backe
 @pytest.mark.ascend
 def test_candidate_that_launches_no_kernel_is_checked_but_warned(ascend_backend):
     task = load_task(FP64_TASK.replace("torch.float64", "torch.float32"))
-    source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n" \
-             "    def forward(self, x):\n        return torch.exp(x)\n"
+    source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.exp(x)\n"
     result = evaluate(ascend_backend, task, source)
     assert result.status == "correct"
     assert result.compile_info["front_end"] == "not_run"

@@ -98,13 +98,11 @@ def test_other_front_end_errors_are_lowering_failures():
 
 
 def test_a_failure_without_a_recognisable_error_is_other():
-    verdict = classify_kernel(record("bishengir", "Segmentation fault (core dumped)\n", returncode=-11),
-                              "candidate.py")
+    verdict = classify_kernel(record("bishengir", "Segmentation fault (core dumped)\n", returncode=-11), "candidate.py")
     assert verdict.category == "other"
     assert "Segmentation fault" in verdict.message
 
 
 def test_a_kernel_that_is_not_module_level_cannot_be_lowered():
-    verdict = classify_kernel(record("lookup", "kernel f.<locals>.k is not a module-level @triton.jit function"),
-                              "candidate.py")
+    verdict = classify_kernel(record("lookup", "kernel f.<locals>.k is not a module-level @triton.jit function"), "candidate.py")
     assert verdict.category == "other" and "module-level" in verdict.message

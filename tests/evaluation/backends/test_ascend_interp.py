@@ -21,15 +21,19 @@ pytestmark = pytest.mark.ascend
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-OPS = ("gather", "extract_slice/insert_slice", "get_element", "index_select", "compile_hint/parallel", "flip/sort",
-       "bf16 add")
+OPS = ("gather", "extract_slice/insert_slice", "get_element", "index_select", "compile_hint/parallel", "flip/sort", "bf16 add")
 
 
 @pytest.fixture(scope="module")
 def interpreted_ops(ascend_env) -> dict[str, str]:
     python = venv.env_python(venv.env_dir("ascend-compile", ascend_env))
-    proc = subprocess.run([str(python), str(HERE / "ascend_ops_kernels.py")], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [str(python), str(HERE / "ascend_ops_kernels.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -39,7 +43,7 @@ def test_ascend_extension_is_interpreted_as_pytorch_computes_it(interpreted_ops,
     assert interpreted_ops[op] == "ok", interpreted_ops[op]
 
 
-MATMUL_TASK = '''
+MATMUL_TASK = """
 import torch
 import torch.nn as nn
 
@@ -63,11 +67,11 @@ def get_init_inputs():
 
 SAGE_TASK = {"name": "matmul_leaky", "operator": "matmul", "family": "matmul", "level": 1,
              "tolerance": {"float16": {"atol": 0.05, "rtol": 0.01}}}
-'''
+"""
 
 # The kernel of triton-ascend 3.2's tutorial 05 (matrix multiplication), its
 # vector epilogue split over the two vector cores with tl.parallel.
-MATMUL_KERNEL = '''
+MATMUL_KERNEL = """
 import torch
 import torch.nn as nn
 import triton
@@ -115,16 +119,19 @@ class ModelNew(nn.Module):
         matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
                             c.stride(1){launch})
         return c
-'''
+"""
 
-AUTOTUNED = MATMUL_KERNEL.format(launch="", decorators='''@triton.autotune(
+AUTOTUNED = MATMUL_KERNEL.format(
+    launch="",
+    decorators="""@triton.autotune(
     configs=[triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128}),
              triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64})],
     key=["M", "N", "K"],
-)''')
+)""",
+)
 FIXED_128 = MATMUL_KERNEL.format(decorators="", launch=", BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128")
 
-LIBENTRY_SOFTMAX = '''
+LIBENTRY_SOFTMAX = """
 import torch
 import torch.nn as nn
 import triton
@@ -147,9 +154,9 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         softmax_kernel[(x.shape[0],)](y, x, x.shape[0], x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
         return y
-'''
+"""
 
-SOFTMAX_TASK = '''
+SOFTMAX_TASK = """
 import torch
 import torch.nn as nn
 
@@ -165,7 +172,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_libentry_kernel_is_correct(ascend_backend):
@@ -251,6 +258,5 @@ def test_autotune_config_that_overflows_the_ub_is_named_and_left_to_the_autotune
 
 @pytest.mark.slow
 def test_autotuned_kernel_whose_every_config_overflows_is_a_compile_error(ascend_backend):
-    result = ascend_backend.evaluate(load_task(VECTOR_TASK), AUTOTUNED_ADD.format(configs=configs(65536, 131072)),
-                                     trials=1)
+    result = ascend_backend.evaluate(load_task(VECTOR_TASK), AUTOTUNED_ADD.format(configs=configs(65536, 131072)), trials=1)
     assert result.status == "compile_error" and result.compile_info["category"] == "ub_overflow", result.message

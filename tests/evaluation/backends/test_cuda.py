@@ -25,8 +25,15 @@ GELU = SUITE / "gelu"
 
 
 def device_config(tmp_path: Path) -> Config:
-    return Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=1,
-                  timing_budget_s=0.1, timing_min_reps=4, timing_max_reps=20, timing_warmup=1)
+    return Config(
+        db_path=tmp_path / "m.db",
+        cache_dir=tmp_path / "cache",
+        correctness_trials=1,
+        timing_budget_s=0.1,
+        timing_min_reps=4,
+        timing_max_reps=20,
+        timing_warmup=1,
+    )
 
 
 def gpu_available() -> bool:
@@ -93,8 +100,7 @@ def test_double_runs_the_whole_cuda_path_and_names_the_device(cuda_double):
 def test_real_gpu_checks_and_times_a_candidate(tmp_path, task_id, solution):
     backend = CudaBackend(device_config(tmp_path))
     try:
-        result = backend.evaluate(load_task(SUITE / task_id), (SUITE / task_id / "solutions" / solution).read_text(),
-                                  trials=2)
+        result = backend.evaluate(load_task(SUITE / task_id), (SUITE / task_id / "solutions" / solution).read_text(), trials=2)
     finally:
         backend.close()
     assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
@@ -185,8 +191,9 @@ def test_double_carries_a_profile_and_says_why_ncu_metrics_are_missing(monkeypat
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     ncu = shutil.which("ncu")
     if ncu is not None:  # this host has Nsight Compute: hide it, the missing-ncu path is under test
-        monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                                   if Path(p).resolve() != Path(ncu).resolve().parent))
+        monkeypatch.setenv(
+            "PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p).resolve() != Path(ncu).resolve().parent)
+        )
     backend = CudaBackend(device_config(tmp_path).replace(profile_ncu=True))
     try:
         result = backend.evaluate(load_task(GELU), (GELU / "solutions" / "cpu_erf.py").read_text(), trials=1)

@@ -32,8 +32,15 @@ _RESERVED = mmap.mmap(-1, 1 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS |
 
 
 def quick_config(tmp_path: Path, **changes) -> Config:
-    base = dict(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=1, timing_budget_s=0.05,
-                timing_min_reps=3, timing_max_reps=10, timing_warmup=1)
+    base = dict(
+        db_path=tmp_path / "m.db",
+        cache_dir=tmp_path / "cache",
+        correctness_trials=1,
+        timing_budget_s=0.05,
+        timing_min_reps=3,
+        timing_max_reps=10,
+        timing_warmup=1,
+    )
     base.update(changes)
     return Config(**base)
 
@@ -78,8 +85,7 @@ def test_a_candidate_that_reserves_a_terabyte_of_address_space_is_judged_on_its_
 
 def test_a_hog_stops_at_the_default_cap_and_is_told_which_setting_raises_it(backend_named):
     backend = backend_named("cpu")
-    hog = RESERVES_A_TERABYTE.replace("        xf = x.float()", "        hog = torch.ones(3 << 30)  # 12 GiB\n"
-                                      "        xf = x.float()")
+    hog = RESERVES_A_TERABYTE.replace("        xf = x.float()", "        hog = torch.ones(3 << 30)  # 12 GiB\n        xf = x.float()")
     result = backend.evaluate(load_task(GELU), hog, trials=1)
     assert result.status == "runtime_error", result.message
     assert result.diagnostics[0].category == "memory"
@@ -89,11 +95,15 @@ def test_a_hog_stops_at_the_default_cap_and_is_told_which_setting_raises_it(back
 
 def test_shared_memory_the_cap_does_not_count_is_watched(backend_named):
     backend = backend_named("cpu", eval_memory_mb=1024)
-    hog = RESERVES_A_TERABYTE.replace("        xf = x.float()", (
-        "        shared = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)\n"
-        "        for at in range(0, 4 << 30, 4096):\n"
-        "            shared[at] = 1  # every page: 4 GiB used unless stopped\n"
-        "        xf = x.float()"))
+    hog = RESERVES_A_TERABYTE.replace(
+        "        xf = x.float()",
+        (
+            "        shared = mmap.mmap(-1, 4 << 30, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)\n"
+            "        for at in range(0, 4 << 30, 4096):\n"
+            "            shared[at] = 1  # every page: 4 GiB used unless stopped\n"
+            "        xf = x.float()"
+        ),
+    )
     result = backend.evaluate(load_task(GELU), hog, trials=1)
     assert result.status == "runtime_error", result.message
     assert result.diagnostics[0].category == "memory" and "shared memory" in result.message

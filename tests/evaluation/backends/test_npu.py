@@ -27,8 +27,15 @@ GELU = SUITE / "gelu"
 
 
 def device_config(tmp_path: Path) -> Config:
-    return Config(db_path=tmp_path / "m.db", cache_dir=tmp_path / "cache", correctness_trials=1,
-                  timing_budget_s=0.1, timing_min_reps=4, timing_max_reps=20, timing_warmup=1)
+    return Config(
+        db_path=tmp_path / "m.db",
+        cache_dir=tmp_path / "cache",
+        correctness_trials=1,
+        timing_budget_s=0.1,
+        timing_min_reps=4,
+        timing_max_reps=20,
+        timing_warmup=1,
+    )
 
 
 @pytest.fixture

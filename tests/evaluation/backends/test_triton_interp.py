@@ -15,7 +15,7 @@ from tests.evaluation.support import fast_config
 
 pytest.importorskip("triton")
 
-VECTOR_ADD_TASK = '''
+VECTOR_ADD_TASK = """
 import torch
 import torch.nn as nn
 
@@ -34,16 +34,18 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-KERNEL_HEAD = '''
+KERNEL_HEAD = """
 import torch
 import torch.nn as nn
 import triton
 import triton.language as tl
-'''
+"""
 
-AUTOTUNED_ADD = KERNEL_HEAD + '''
+AUTOTUNED_ADD = (
+    KERNEL_HEAD
+    + """
 
 @triton.autotune(
     configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 512})],
@@ -64,11 +66,14 @@ class ModelNew(nn.Module):
         n = x.numel()
         add_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, y, out, n)
         return out
-'''
+"""
+)
 
 # Right for BLOCK 8 (it divides 1000), wrong for 256 and 512: the loop
 # drops what is left past the last whole block.
-AUTOTUNED_WRONG_CONFIG = KERNEL_HEAD + '''
+AUTOTUNED_WRONG_CONFIG = (
+    KERNEL_HEAD
+    + """
 
 @triton.autotune(
     configs=[triton.Config({"BLOCK": 8}), triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 512})],
@@ -87,9 +92,12 @@ class ModelNew(nn.Module):
         out = torch.zeros_like(x)
         add_kernel[(1,)](x, y, out, x.numel())
         return out
-'''
+"""
+)
 
-UNMASKED_LOADS = KERNEL_HEAD + '''
+UNMASKED_LOADS = (
+    KERNEL_HEAD
+    + """
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -105,12 +113,15 @@ class ModelNew(nn.Module):
         n = x.numel()
         add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
         return out
-'''
+"""
+)
 
 # Masks joined with Python's `and`, as triton-ascend's tutorials write them:
 # compiled, it is an elementwise logical_and; run as plain Python it would
 # keep only the right mask and read past the tensor's end.
-MASKS_JOINED_WITH_AND = KERNEL_HEAD + '''
+MASKS_JOINED_WITH_AND = (
+    KERNEL_HEAD
+    + """
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -128,16 +139,20 @@ class ModelNew(nn.Module):
         n = x.numel()
         add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
         return out
-'''
+"""
+)
 
-CAUGHT_AND_HIDDEN = UNMASKED_LOADS.replace('''        add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
-        return out''', '''        try:
+CAUGHT_AND_HIDDEN = UNMASKED_LOADS.replace(
+    """        add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
+        return out""",
+    """        try:
             add_kernel[(triton.cdiv(n, 256),)](x, y, out, n, BLOCK=256)
         except Exception:
             return x + y
-        return out''')
+        return out""",
+)
 
-BF16_MATMUL_TASK = '''
+BF16_MATMUL_TASK = """
 import torch
 import torch.nn as nn
 
@@ -157,9 +172,11 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-BF16_MATMUL = KERNEL_HEAD + '''
+BF16_MATMUL = (
+    KERNEL_HEAD
+    + """
 
 @triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
@@ -182,9 +199,12 @@ class ModelNew(nn.Module):
         c = torch.empty((M, N), dtype=torch.bfloat16)
         matmul_kernel[(triton.cdiv(M, 32), triton.cdiv(N, 32))](a, b, c, M, N, K, BM=32, BN=32, BK=32)
         return c
-'''
+"""
+)
 
-BF16_ELEMENTWISE = KERNEL_HEAD + '''
+BF16_ELEMENTWISE = (
+    KERNEL_HEAD
+    + """
 
 @triton.jit
 def fused(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -200,9 +220,12 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         fused[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
         return out
-'''
+"""
+)
 
-BLOCK_POINTER_COPY = KERNEL_HEAD + '''
+BLOCK_POINTER_COPY = (
+    KERNEL_HEAD
+    + """
 
 @triton.jit
 def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
@@ -219,12 +242,15 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
         return out
-'''
+"""
+)
 
 
 GELU_TASK = VECTOR_ADD_TASK.replace("return x + y", "return torch.nn.functional.gelu(x, approximate='tanh') + y")
 
-LIBDEVICE_GELU = KERNEL_HEAD + '''
+LIBDEVICE_GELU = (
+    KERNEL_HEAD
+    + """
 from triton.language.extra import libdevice
 
 
@@ -242,7 +268,8 @@ class ModelNew(nn.Module):
         out = torch.empty_like(x)
         gelu_add[(triton.cdiv(x.numel(), 256),)](x, y, out, x.numel(), BLOCK=256)
         return out
-'''
+"""
+)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def test_many_configs_are_sampled_with_the_first_and_the_largest_tiles():
 
 def test_bf16_rounds_to_nearest_even_as_torch_does():
     values = torch.randn(10000) * torch.logspace(-30, 30, 10000)
-    values = torch.cat([values, torch.tensor([float("inf"), -float("inf"), 0.0, -0.0, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8])])
+    values = torch.cat([values, torch.tensor([float("inf"), -float("inf"), 0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8])])
     ours = torch.from_numpy(to_bf16(values.numpy()).view(np.int16)).view(torch.bfloat16)
     assert torch.equal(ours, values.to(torch.bfloat16))
     assert torch.equal(torch.from_numpy(to_f32(to_bf16(values.numpy()))), values.to(torch.bfloat16).float())

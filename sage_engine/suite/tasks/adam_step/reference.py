@@ -28,8 +28,8 @@ class Model(nn.Module):
         grad = grad + self.weight_decay * param
         exp_avg = exp_avg * self.beta1 + grad * (1.0 - self.beta1)
         exp_avg_sq = exp_avg_sq * self.beta2 + grad * grad * (1.0 - self.beta2)
-        bias_correction1 = 1.0 - self.beta1 ** self.step
-        bias_correction2 = 1.0 - self.beta2 ** self.step
+        bias_correction1 = 1.0 - self.beta1**self.step
+        bias_correction2 = 1.0 - self.beta2**self.step
         denom = exp_avg_sq.sqrt() / math.sqrt(bias_correction2) + self.eps
         param = param - (self.lr / bias_correction1) * exp_avg / denom
         return param, exp_avg, exp_avg_sq

@@ -17,7 +17,7 @@ class Model(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int, padding: int):
         super().__init__()
         fan_in = in_channels * kernel_size
-        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size) / fan_in ** 0.5)
+        self.weight = nn.Parameter(torch.randn(out_channels, in_channels, kernel_size) / fan_in**0.5)
         self.bias = nn.Parameter(torch.randn(out_channels) * 0.1)
         self.padding = padding
 

@@ -47,8 +47,7 @@ _started: list = []
 
 def start_device() -> bool:
     if not _started:
-        reserved = mmap.mmap(-1, RESERVED_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE,
-                             prot=0)
+        reserved = mmap.mmap(-1, RESERVED_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_NORESERVE, prot=0)
         state = bytearray(DRIVER_STATE_BYTES)  # zero-filled: touched, counted as memory used
         _started.extend([reserved, state])
     return True
@@ -108,6 +107,7 @@ def install(device_type: str, device_name: str) -> types.ModuleType:
             if _is_device(kwargs.get("device"), device_type):
                 kwargs["device"] = "cpu"
             return factory(*args, **kwargs)
+
         return make
 
     for name in ("empty", "zeros", "ones", "randn", "rand", "full"):  # factories that take device=

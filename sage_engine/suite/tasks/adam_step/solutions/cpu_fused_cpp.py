@@ -73,6 +73,5 @@ class ModelNew(nn.Module):
         self.eps, self.weight_decay, self.step = eps, weight_decay, step
 
     def forward(self, param, grad, exp_avg, exp_avg_sq):
-        p, m, v = _ext.adam_step(param, grad, exp_avg, exp_avg_sq, self.lr, self.beta1, self.beta2,
-                                 self.eps, self.weight_decay, self.step)
+        p, m, v = _ext.adam_step(param, grad, exp_avg, exp_avg_sq, self.lr, self.beta1, self.beta2, self.eps, self.weight_decay, self.step)
         return p, m, v

@@ -10,8 +10,9 @@ import triton.language as tl
 
 
 @triton.jit
-def _adam_kernel(p_ptr, g_ptr, m_ptr, v_ptr, po_ptr, mo_ptr, vo_ptr, n,
-                 beta1, beta2, weight_decay, eps, step_size, inv_sqrt_bc2, BLOCK: tl.constexpr):
+def _adam_kernel(
+    p_ptr, g_ptr, m_ptr, v_ptr, po_ptr, mo_ptr, vo_ptr, n, beta1, beta2, weight_decay, eps, step_size, inv_sqrt_bc2, BLOCK: tl.constexpr
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     p = tl.load(p_ptr + offs, mask=mask, other=0.0)
@@ -35,10 +36,18 @@ class ModelNew(nn.Module):
         tensors = [t.contiguous() for t in (param, grad, exp_avg, exp_avg_sq)]
         outs = [torch.empty_like(t) for t in tensors[:1] + tensors[2:]]
         n = param.numel()
-        step_size = self.lr / (1.0 - self.beta1 ** self.step)
-        inv_sqrt_bc2 = 1.0 / math.sqrt(1.0 - self.beta2 ** self.step)
+        step_size = self.lr / (1.0 - self.beta1**self.step)
+        inv_sqrt_bc2 = 1.0 / math.sqrt(1.0 - self.beta2**self.step)
         _adam_kernel[(triton.cdiv(n, self.BLOCK),)](
-            *tensors, *outs, n, self.beta1, self.beta2, self.weight_decay, self.eps,
-            step_size, inv_sqrt_bc2, BLOCK=self.BLOCK,
+            *tensors,
+            *outs,
+            n,
+            self.beta1,
+            self.beta2,
+            self.weight_decay,
+            self.eps,
+            step_size,
+            inv_sqrt_bc2,
+            BLOCK=self.BLOCK,
         )
         return tuple(outs)

@@ -15,5 +15,5 @@ class ModelNew(nn.Module):
         span = s * (out_len - 1) + 1
         total = x[..., 0:span:s].clone()
         for tap in range(1, k):
-            total += x[..., tap:tap + span:s]
+            total += x[..., tap : tap + span : s]
         return total.mul_(1.0 / k)

@@ -21,8 +21,7 @@ TILE = 64
 
 
 @triton.jit
-def _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, kb_start, kb_end, seq, scale,
-            HEAD_DIM: tl.constexpr, TILE: tl.constexpr):
+def _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, kb_start, kb_end, seq, scale, HEAD_DIM: tl.constexpr, TILE: tl.constexpr):
     d = tl.arange(0, HEAD_DIM)
     for start in range(kb_start, kb_end, TILE):
         cols = start + tl.arange(0, TILE)
@@ -41,8 +40,7 @@ def _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, kb_start, kb_end, seq, scale,
 
 
 @triton.jit
-def block_sparse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, block_size, window, scale,
-                        HEAD_DIM: tl.constexpr, TILE: tl.constexpr):
+def block_sparse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, block_size, window, scale, HEAD_DIM: tl.constexpr, TILE: tl.constexpr):
     pid = tl.program_id(0)
     q_tiles = tl.cdiv(seq, TILE)
     n_blocks = tl.cdiv(seq, block_size)
@@ -60,13 +58,10 @@ def block_sparse_kernel(q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, block_size, window,
         lo = tl.maximum(qb - window, 0)
         hi = tl.minimum(qb + window + 1, n_blocks)
         if lo > 0:  # the global sink block, when the window does not cover it
-            acc, m_i, l_i = _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, 0, block_size, seq, scale,
-                                    HEAD_DIM, TILE)
-        acc, m_i, l_i = _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, lo * block_size, hi * block_size, seq,
-                                scale, HEAD_DIM, TILE)
+            acc, m_i, l_i = _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, 0, block_size, seq, scale, HEAD_DIM, TILE)
+        acc, m_i, l_i = _attend(q, acc, m_i, l_i, k_ptr, v_ptr, base, lo * block_size, hi * block_size, seq, scale, HEAD_DIM, TILE)
         out = acc / l_i[:, None]
-        tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + d[None, :], out.to(o_ptr.dtype.element_ty),
-                 mask=rows[:, None] < seq)
+        tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + d[None, :], out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < seq)
 
 
 class ModelNew(nn.Module):
@@ -84,7 +79,16 @@ class ModelNew(nn.Module):
         tile = min(TILE, self.block_size)
         items = b * h * triton.cdiv(seq, tile)
         block_sparse_kernel[(min(CUBE_CORES, items),)](
-            q, k, v, out, b * h, seq, self.block_size, self.window, 1.0 / math.sqrt(dim),
-            HEAD_DIM=dim, TILE=tile,
+            q,
+            k,
+            v,
+            out,
+            b * h,
+            seq,
+            self.block_size,
+            self.window,
+            1.0 / math.sqrt(dim),
+            HEAD_DIM=dim,
+            TILE=tile,
         )
         return out

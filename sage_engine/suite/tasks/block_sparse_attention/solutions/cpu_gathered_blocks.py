@@ -13,10 +13,7 @@ class ModelNew(nn.Module):
         self.block_size = block_size
         num_blocks = seq_len // block_size
         # Key blocks each query block may see: the global first block and the local window.
-        self.key_blocks = [
-            sorted({0} | set(range(max(0, i - window), min(num_blocks, i + window + 1))))
-            for i in range(num_blocks)
-        ]
+        self.key_blocks = [sorted({0} | set(range(max(0, i - window), min(num_blocks, i + window + 1)))) for i in range(num_blocks)]
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         b, h, seq, d = q.shape

@@ -20,8 +20,9 @@ BLOCK_N = 64
 
 
 @triton.jit
-def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, scale,
-                           HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def flash_attention_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, scale, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
+):
     pid = tl.program_id(0)
     q_blocks = tl.cdiv(seq, BLOCK_M)
     d = tl.arange(0, HEAD_DIM)
@@ -50,8 +51,7 @@ def flash_attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, bh, seq, scale,
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
         out = acc / l_i[:, None]
-        tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + d[None, :], out.to(o_ptr.dtype.element_ty),
-                 mask=rows[:, None] < seq)
+        tl.store(o_ptr + base + rows[:, None] * HEAD_DIM + d[None, :], out.to(o_ptr.dtype.element_ty), mask=rows[:, None] < seq)
 
 
 class ModelNew(nn.Module):
@@ -64,7 +64,15 @@ class ModelNew(nn.Module):
         out = torch.empty_like(q)
         items = b * h * triton.cdiv(seq, BLOCK_M)
         flash_attention_kernel[(min(CUBE_CORES, items),)](
-            q, k, v, out, b * h, seq, 1.0 / math.sqrt(dim),
-            HEAD_DIM=dim, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+            q,
+            k,
+            v,
+            out,
+            b * h,
+            seq,
+            1.0 / math.sqrt(dim),
+            HEAD_DIM=dim,
+            BLOCK_M=BLOCK_M,
+            BLOCK_N=BLOCK_N,
         )
         return out

@@ -14,7 +14,7 @@ class ModelNew(nn.Module):
         n = x.shape[1]
         offset = 1
         while offset < n:
-            shifted = y[:, :n - offset].clone()
+            shifted = y[:, : n - offset].clone()
             y[:, offset:] *= shifted
             offset *= 2
         return y

@@ -23,5 +23,5 @@ class ModelNew(nn.Module):
         for i in range(k):
             for j in range(k):
                 tap = self.weight[:, 0, i, j].view(1, c, 1, 1)
-                out.addcmul_(xp[:, :, i:i + h, j:j + w], tap)
+                out.addcmul_(xp[:, :, i : i + h, j : j + w], tap)
         return out

@@ -34,7 +34,12 @@ class ModelNew(nn.Module):
         y = torch.empty_like(x)
         rows = x.numel() // cols
         _layer_norm_kernel[(rows,)](
-            x, self.weight.detach().float().contiguous(), self.bias.detach().float().contiguous(), y,
-            cols, self.eps, BLOCK=triton.next_power_of_2(cols),
+            x,
+            self.weight.detach().float().contiguous(),
+            self.bias.detach().float().contiguous(),
+            y,
+            cols,
+            self.eps,
+            BLOCK=triton.next_power_of_2(cols),
         )
         return y

@@ -19,8 +19,7 @@ BLOCK_K = 64
 
 
 @triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     pid = tl.program_id(0)
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles = tl.cdiv(M, BLOCK_M) * tiles_n
@@ -30,10 +29,8 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for k in range(0, K, BLOCK_K):
             ks = k + tl.arange(0, BLOCK_K)
-            a = tl.load(a_ptr + rm[:, None] * K + ks[None, :],
-                        mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)
-            b = tl.load(b_ptr + ks[:, None] * N + rn[None, :],
-                        mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0)
+            a = tl.load(a_ptr + rm[:, None] * K + ks[None, :], mask=(rm[:, None] < M) & (ks[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + ks[:, None] * N + rn[None, :], mask=(ks[:, None] < K) & (rn[None, :] < N), other=0.0)
             acc += tl.dot(a, b)
         mask = (rm[:, None] < M) & (rn[None, :] < N)
         tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
@@ -48,6 +45,5 @@ class ModelNew(nn.Module):
         (m, k), n = a.shape, b.shape[1]
         c = torch.empty(m, n, dtype=a.dtype)
         tiles = triton.cdiv(m, BLOCK_M) * triton.cdiv(n, BLOCK_N)
-        matmul_kernel[(min(CUBE_CORES, tiles),)](a, b, c, m, n, k,
-                                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+        matmul_kernel[(min(CUBE_CORES, tiles),)](a, b, c, m, n, k, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
         return c

@@ -18,5 +18,5 @@ class ModelNew(nn.Module):
         af, bf = a.float(), b.float()
         out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
         for k in range(0, a.shape[1], self.BK):
-            out.addmm_(af[:, k:k + self.BK], bf[k:k + self.BK])
+            out.addmm_(af[:, k : k + self.BK], bf[k : k + self.BK])
         return out.to(a.dtype)

@@ -8,7 +8,7 @@ import torch.nn as nn
 class ModelNew(nn.Module):
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(in_features, out_features) / in_features ** 0.5)
+        self.weight = nn.Parameter(torch.randn(in_features, out_features) / in_features**0.5)
         self.bias = nn.Parameter(torch.randn(out_features) * 0.1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -15,5 +15,5 @@ class ModelNew(nn.Module):
         n = b.shape[0]
         out = torch.empty(a.shape[0], n, dtype=a.dtype)
         for j in range(0, n, self.BN):
-            torch.mm(a, b[j:j + self.BN].t(), out=out[:, j:j + self.BN])
+            torch.mm(a, b[j : j + self.BN].t(), out=out[:, j : j + self.BN])
         return out

@@ -62,8 +62,8 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         outer = math.prod(x.shape[:dim])
         reduced = x.shape[dim]
-        inner = math.prod(x.shape[dim + 1:])
-        y = torch.empty(x.shape[:dim] + x.shape[dim + 1:], dtype=x.dtype)
+        inner = math.prod(x.shape[dim + 1 :])
+        y = torch.empty(x.shape[:dim] + x.shape[dim + 1 :], dtype=x.dtype)
         if inner == 1:
             cols = min(triton.next_power_of_2(reduced), BLOCK_C)
             rows_per_tile = max(1, TILE // cols)

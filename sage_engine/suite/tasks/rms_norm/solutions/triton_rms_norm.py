@@ -28,7 +28,11 @@ class ModelNew(nn.Module):
         cols = x.shape[-1]
         y = torch.empty_like(x)
         _rms_norm_kernel[(x.numel() // cols,)](
-            x, self.weight.detach().float().contiguous(), y, cols, self.eps,
+            x,
+            self.weight.detach().float().contiguous(),
+            y,
+            cols,
+            self.eps,
             BLOCK=triton.next_power_of_2(cols),
         )
         return y

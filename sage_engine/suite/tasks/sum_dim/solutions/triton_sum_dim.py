@@ -40,8 +40,8 @@ class ModelNew(nn.Module):
         x = x.contiguous()
         outer = math.prod(x.shape[:dim])
         reduced = x.shape[dim]
-        inner = math.prod(x.shape[dim + 1:])
-        y = torch.empty(x.shape[:dim] + x.shape[dim + 1:], dtype=x.dtype, device=x.device)
+        inner = math.prod(x.shape[dim + 1 :])
+        y = torch.empty(x.shape[:dim] + x.shape[dim + 1 :], dtype=x.dtype, device=x.device)
         grid = (outer, triton.cdiv(inner, self.BLOCK_C))
         _sum_kernel[grid](x, y, reduced, inner, BLOCK_R=self.BLOCK_R, BLOCK_C=self.BLOCK_C)
         return y

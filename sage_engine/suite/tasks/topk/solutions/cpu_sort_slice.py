@@ -11,4 +11,4 @@ class ModelNew(nn.Module):
 
     def forward(self, x: torch.Tensor):
         values, indices = torch.sort(x, dim=-1, descending=True)
-        return values[..., :self.k].contiguous(), indices[..., :self.k].contiguous()
+        return values[..., : self.k].contiguous(), indices[..., : self.k].contiguous()

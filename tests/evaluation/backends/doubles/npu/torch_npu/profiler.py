@@ -25,12 +25,24 @@ def tensorboard_trace_handler(dir_name: str):
         times = prof.active_times_us
         with open(os.path.join(out, "op_statistic.csv"), "w", newline="") as fh:
             writer = csv.writer(fh)
-            writer.writerow(["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)",
-                             "Min Time(us)", "Max Time(us)", "Ratio(%)"])
+            writer.writerow(
+                ["Device_id", "OP Type", "Core Type", "Count", "Total Time(us)", "Avg Time(us)", "Min Time(us)", "Max Time(us)", "Ratio(%)"]
+            )
             total = sum(times)
-            writer.writerow([0, "DoubleForward", "AI_VECTOR_CORE", len(times), f"{total:.3f}",
-                             f"{total / max(1, len(times)):.3f}", f"{min(times, default=0):.3f}",
-                             f"{max(times, default=0):.3f}", "100"])
+            writer.writerow(
+                [
+                    0,
+                    "DoubleForward",
+                    "AI_VECTOR_CORE",
+                    len(times),
+                    f"{total:.3f}",
+                    f"{total / max(1, len(times)):.3f}",
+                    f"{min(times, default=0):.3f}",
+                    f"{max(times, default=0):.3f}",
+                    "100",
+                ]
+            )
+
     return handler
 
 
