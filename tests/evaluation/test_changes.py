@@ -52,4 +52,7 @@ def test_checked_samples_come_in_pairs_within_the_minimum_repetitions():
         assert sorted(at.values()) == ["fresh", "fresh", "stale", "stale"]
         assert all(at[p + 1] == "stale" for p, kind in at.items() if kind == "fresh") and max(at) < 10
     assert list(check_positions(1, 2).values()) == ["fresh"]
+    # Five samples hold two pairs only as fresh, stale, plain, fresh, stale: every draw finds it.
+    assert all(check_positions(5, 2) == {0: "fresh", 1: "stale", 3: "fresh", 4: "stale"} for _ in range(50))
+    assert sorted(check_positions(4, 2).values()) == ["fresh", "stale"]
     assert churn_of("ok 0.001 churn 2.5e-06") == 2.5e-06 and churn_of("ok 0.001") == 0.0

@@ -254,11 +254,28 @@ class TimingPhase:
         )
 
 
+# Draws of the checked samples' positions before settling for fewer pairs than asked.
+CHECK_DRAWS = 64
+
+
 def check_positions(min_reps: int, pairs: int) -> dict[int, str]:
     """Secret candidate samples that run on checked inputs: `pairs` pairs of
     a fresh sample and a stale check right after it, all within the first
-    `min_reps` samples (timing may stop there); at least one fresh check."""
+    `min_reps` samples (timing may stop there), a plain sample between two
+    pairs; at least one fresh check. Redrawn until every pair fits where
+    `min_reps` has room for them (with 5, one draw in two left one pair)."""
     rng = secrets.SystemRandom()
+    best: dict[int, str] = {}
+    for _ in range(CHECK_DRAWS):
+        out = _draw_checks(rng, min_reps, pairs)
+        if len(out) > len(best):
+            best = out
+        if len(best) == 2 * pairs:
+            break
+    return best
+
+
+def _draw_checks(rng: secrets.SystemRandom, min_reps: int, pairs: int) -> dict[int, str]:
     free = list(range(max(1, min_reps)))
     out: dict[int, str] = {}
     for _ in range(pairs):
