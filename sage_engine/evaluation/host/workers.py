@@ -161,6 +161,7 @@ class WorkerProcess:
             except OSError as exc:
                 self.stop()
                 raise WorkerStartError(f"cannot start {self.launch.python}: {exc}") from exc
+        pid = self.proc.pid
         event = self.read_event(time.monotonic() + WORKER_START_TIMEOUT_S)
         if not isinstance(event, Ready):
             text = self.last_words(8192)
@@ -170,7 +171,8 @@ class WorkerProcess:
                 raise SandboxFailed(message)
             raise WorkerStartError(f"the evaluation worker for {self.launch.python} did not start: {text.strip()[-2000:] or 'no output'}")
         self.versions = event.versions
-        log.info("evaluation worker %d ready (%s, %s)", self.proc.pid, self.launch.python, "bubblewrap" if self.confined else "limits only")
+        # Not `self.proc`: a pool closing meanwhile may have stopped this worker already.
+        log.info("evaluation worker %d ready (%s, %s)", pid, self.launch.python, "bubblewrap" if self.confined else "limits only")
 
     def send(self, op: Op) -> bool:
         with self.write_lock:
