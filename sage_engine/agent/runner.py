@@ -279,6 +279,7 @@ def preview_prompts(engine: "Engine", refs: Sequence[str], *, strategy: str, bac
     retrieval is ranked with `search_items`, which logs nothing (a real run's
     exploration bonus can reorder items slightly)."""
     from sage_engine.agent import prompt
+    from sage_engine.services.memory import scored
 
     with_memory = get_strategy(strategy).retrieve
     parts = [f"===== system prompt =====\n{prompt.system_prompt(backend, rounds, with_memory=with_memory)}"]
@@ -290,29 +291,9 @@ def preview_prompts(engine: "Engine", refs: Sequence[str], *, strategy: str, bac
             query = " ".join(filter(None, [task.operator, task.family, f"{task.name} {task.description}", backend]))
             resident = {r.id for r in rules}
             items = [i for i in engine.search_items(query, k=k + len(resident), backend=backend) if i.id not in resident][:k]
-        shown_rules = [_as_scored(r, i + 1) for i, r in enumerate(rules)]
+        shown_rules = [scored(r, i + 1, 1.0, 0.0, r.utility) for i, r in enumerate(rules)]  # resident: always shown
         parts.append(
             f"===== first user message: {task.id} =====\n"
             + prompt.task_message(task, rules=shown_rules, items=items, with_memory=with_memory)
         )
     return "\n\n".join(parts) + "\n"
-
-
-def _as_scored(item, rank: int):
-    from sage_engine.models import ScoredItem
-
-    return ScoredItem(
-        id=item.id,
-        kind=item.kind,
-        title=item.title,
-        content=item.content,
-        code=item.code,
-        tags=item.tags,
-        utility=round(item.utility, 4),
-        n_adopted=item.n_adopted,
-        adoption_rate=round(item.adoption_rate, 4),
-        similarity=1.0,
-        exploration=0.0,
-        score=item.utility,
-        rank=rank,
-    )
