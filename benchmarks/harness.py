@@ -68,9 +68,7 @@ def open_harness(warm: bool, confinement: str, budget: float, cache: Path, first
         harness.evaluate(*first)
         startup = time.perf_counter() - t0
         # The spare worker imports torch in the background: let it finish before measuring.
-        deadline = time.monotonic() + SPARE_WAIT_S
-        while len(harness.pool.worker_pids()) < config.eval_workers and time.monotonic() < deadline:
-            time.sleep(0.1)
+        harness.pool.ready_pids(config.eval_workers, timeout=SPARE_WAIT_S)
     return harness, startup
 
 

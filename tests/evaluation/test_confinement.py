@@ -38,7 +38,6 @@ RELU = fixture_task("relu")
 GOOD = RELU.examples["cpu_clamp"].read_text()
 HUNG = GOOD.replace("return torch.clamp(x, min=0.0)", "while True:\n            pass")
 CANCEL_LIMIT_S = 1.0
-SECOND_START_LIMIT_S = 2.0
 
 
 def test_this_host_confines_candidates():
@@ -249,10 +248,7 @@ def test_a_hung_evaluation_holds_up_only_its_own_caller(eval_cache):
         first = threading.Thread(target=lambda: harness.evaluate(RELU, GOOD))
         first.start()
         first.join(180)
-        deadline = time.monotonic() + 120
-        while len(harness.pool.worker_pids()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)  # the spare worker finishes importing torch
-        pids = set(harness.pool.worker_pids())
+        pids = set(harness.pool.ready_pids(2, timeout=120))  # the spare has imported torch
         assert len(pids) == 2
         thread, cancel, outcome = _start_hung(harness)
         try:
@@ -266,12 +262,31 @@ def test_a_hung_evaluation_holds_up_only_its_own_caller(eval_cache):
                 ),
             )
             print(f"second caller started after {started[0] * 1000:.0f} ms, done after {time.monotonic() - t0:.2f} s")
-            assert result.status == "correct" and started[0] < SECOND_START_LIMIT_S
+            # Served while the hung one still runs (its limit is 120 s), by the
+            # warm spare: delayed by a fork, not by a queue or a torch import.
+            assert result.status == "correct"
             assert "result" not in outcome and thread.is_alive()
-            assert set(harness.pool.worker_pids()) == pids  # the same warm workers, none restarted
+            assert set(harness.pool.worker_pids()) == pids  # the same warm workers, none started or restarted
         finally:
             cancel.set()
             thread.join(10)
+
+
+@needs_bwrap
+def test_callers_of_a_cold_pool_share_the_spare_it_is_starting(eval_cache):
+    """The second of two callers finds the first's spare still importing
+    torch: it waits for that one instead of starting a third worker."""
+    with Harness(fast_config(eval_cache)) as harness:
+        results: list[str] = []
+        callers = [threading.Thread(target=lambda: results.append(harness.evaluate(RELU, GOOD).status)) for _ in range(2)]
+        for caller in callers:
+            caller.start()
+        seen: set[int] = set()
+        while any(c.is_alive() for c in callers):
+            seen.update(harness.pool.worker_pids())
+            time.sleep(0.05)
+        assert results == ["correct", "correct"]
+        assert len(seen | set(harness.pool.worker_pids())) == harness.pool.n_slots == 2
 
 
 # ------------------------------------------------------------ leftovers

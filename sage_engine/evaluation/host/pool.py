@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 
 SCRATCH_LOW_BYTES = 1 << 20
+WAITED_CANCELLED = "cancelled while waiting for a free worker"
 
 
 def scratch_full(scratch: str | None, outcome: Outcome) -> str | None:
@@ -77,6 +78,7 @@ class WorkerPool:
         self.n_slots = max(1, slots)
         self.idle: dict[Launch, list[WorkerProcess]] = {}
         self.busy: set[int] = set()  # ids of workers running an evaluation
+        self.starting: dict[Launch, int] = {}  # spares started ahead, still importing
         self.workers: list[WorkerProcess] = []
         self.lock = threading.Lock()
         self.started = threading.Condition(self.lock)  # a worker started ahead is ready
@@ -93,7 +95,7 @@ class WorkerPool:
         killed it) is retried once on a fresh worker; the retried outcome says so."""
         while not self.slots.acquire(timeout=POLL_S):
             if cancel is not None and cancel.is_set():
-                return Outcome(killed="cancelled", output_tail="cancelled while waiting for a free worker")
+                return Outcome(killed="cancelled", output_tail=WAITED_CANCELLED)
         try:
             outcome = self._run_once(request, launch, on_event, cancel)
             if outcome.killed == "host" and not (cancel is not None and cancel.is_set()):
@@ -106,7 +108,9 @@ class WorkerPool:
             self.slots.release()
 
     def _run_once(self, request: Request, launch: Launch, on_event: EventSink, cancel: threading.Event | None) -> Outcome:
-        worker = self._checkout(launch)
+        worker = self._checkout(launch, cancel)
+        if worker is None:
+            return Outcome(killed="cancelled", output_tail=WAITED_CANCELLED)
         self._prepare_build(request, worker)
         try:
             outcome = EvaluationRun(worker, request, on_event, cancel=cancel, turn=self.turn, on_turn=self._on_turn).run()
@@ -121,15 +125,24 @@ class WorkerPool:
             self._publish_build(request, worker)
             self._checkin(worker)
 
-    def _checkout(self, launch: Launch) -> WorkerProcess:
+    def _checkout(self, launch: Launch, cancel: threading.Event | None = None) -> WorkerProcess | None:
+        """An idle worker of `launch`, else the spare already importing for it
+        (sooner ready than a new one, and no worker past the slots), else a
+        new one, started by its run; None when cancelled while waiting."""
         with self.lock:
             warm = self.warm and launch.warm
+            while warm and not self.idle.get(launch) and self.starting.get(launch):
+                if cancel is not None and cancel.is_set():
+                    return None
+                self.started.wait(POLL_S)
             free = self.idle.get(launch, []) if warm else []
             worker = free.pop() if free else WorkerProcess(launch, self.threads, self.sandboxing)
             self.busy.add(id(worker))
             if worker not in self.workers:
                 self.workers.append(worker)
             spare = warm and not free and sum(w.launch == launch for w in self.workers) < self.n_slots
+            if spare:
+                self.starting[launch] = self.starting.get(launch, 0) + 1
         if spare:
             # The next caller finds a started worker: a hung evaluation then
             # delays another client by a fork, not by a torch import.
@@ -139,20 +152,22 @@ class WorkerPool:
     def _prestart(self, launch: Launch) -> None:
         worker = WorkerProcess(launch, self.threads, self.sandboxing)
         with self.lock:
-            if self.closed:
-                return
-            self.workers.append(worker)
+            if not self.closed:
+                self.workers.append(worker)
         try:
-            worker.start()
+            if not self.closed:
+                worker.start()
         except (WorkerStartError, SandboxFailed, OSError) as exc:
             log.info("could not start a spare worker: %s", exc)
-        with self.lock:
-            keep = worker.alive() and not self.closed
-            if keep:
-                self.idle.setdefault(launch, []).append(worker)
-                self.started.notify_all()
-            elif worker in self.workers:
-                self.workers.remove(worker)
+        finally:
+            with self.lock:
+                self.starting[launch] -= 1
+                keep = worker.alive() and not self.closed
+                if keep:
+                    self.idle.setdefault(launch, []).append(worker)
+                elif worker in self.workers:
+                    self.workers.remove(worker)
+                self.started.notify_all()  # a caller waiting for this spare takes it, or starts its own
         if not keep:
             worker.stop()
 
@@ -212,7 +227,22 @@ class WorkerPool:
         shutil.rmtree(staged, ignore_errors=True)
 
     def worker_pids(self) -> list[int]:
+        """The pool's live worker processes, started or still importing."""
         return [w.proc.pid for w in self.workers if w.proc is not None and w.alive()]
+
+    def ready_pids(self, count: int, timeout: float) -> list[int]:
+        """Wait (at most `timeout` s) until `count` workers have said they are
+        ready (torch imported), idle or busy; the pids of those ready."""
+
+        def ready() -> list[int]:
+            return [w.proc.pid for w in self.workers if w.ready and w.proc is not None and w.alive()]
+
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            # Polled: a worker started by its own run says nothing to `started`.
+            while len(ready()) < count and time.monotonic() < deadline:
+                self.started.wait(POLL_S)
+            return ready()
 
     def close(self) -> None:
         with self.lock:

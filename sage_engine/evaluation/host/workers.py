@@ -115,6 +115,7 @@ class WorkerProcess:
     versions: dict[str, str] = field(default_factory=dict)
     child_pids: list[int] = field(default_factory=list)  # the running evaluation's reference and candidate
     write_lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: bool = False  # said Ready (torch imported) and not stopped since
     paused: bool = False  # told to stand still while another evaluation is timed
     paused_since: float = 0.0
     paused_total: float = 0.0  # the worker stops its clock while paused; so does the deadline here
@@ -170,7 +171,7 @@ class WorkerProcess:
             if message:
                 raise SandboxFailed(message)
             raise WorkerStartError(f"the evaluation worker for {self.launch.python} did not start: {text.strip()[-2000:] or 'no output'}")
-        self.versions = event.versions
+        self.versions, self.ready = event.versions, True
         # Not `self.proc`: a pool closing meanwhile may have stopped this worker already.
         log.info("evaluation worker %d ready (%s, %s)", pid, self.launch.python, "bubblewrap" if self.confined else "limits only")
 
@@ -233,7 +234,7 @@ class WorkerProcess:
         return Outcome(killed=killed, output_tail=why)
 
     def stop(self) -> None:
-        proc, self.proc = self.proc, None
+        proc, self.proc, self.ready = self.proc, None, False
         try:
             if proc is not None:
                 self._end(proc)
