@@ -168,10 +168,10 @@ def test_a_full_queue_answers_busy_at_once_and_runs_nothing(tmp_path):
         deadline = time.monotonic() + 30
         while len(harness._active) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        began = time.monotonic()
         with pytest.raises(Busy, match=r"1 evaluation\(s\) already wait .*\(eval_queue_max 1\).*try again in about \d+ s") as e:
             harness.evaluate(task, GOOD, trials=1)
-        assert time.monotonic() - began < 1.0 and e.value.kind == "busy" and e.value.retry_after_s >= 1
+        # Refused, not queued: a queued call would have run and returned once a worker came free.
+        assert e.value.kind == "busy" and e.value.retry_after_s >= 1
         for t in threads:
             t.join(120)
         assert [r.status for r in results] == ["correct", "correct"]
