@@ -16,10 +16,12 @@ from pygls.exceptions import JsonRpcException
 from tests.lsp.support import GOOD, execute, lenses, open_doc
 
 LINES = 50_000
-# The bound the editor must meet on other files while a large one is open.
-# Measured p95 here is 2-10 ms on a loaded 2-core machine; before per-version
-# caching it was over 1 s with a 0.2 s poll (each poll re-parsed the file).
-P95_MS = 50
+# What this test tells apart: before per-version caching the p95 was over
+# 1 s with a 0.2 s poll (each poll re-parsed the file); with it, 2-10 ms on
+# a loaded 2-core machine. The bound sits between the two, far from both, as
+# the test shares the machine with the rest of the suite; the latency target
+# itself (50 ms) is measured by benchmarks/lsp_latency.py.
+P95_MS = 250
 REQUESTS = 40
 # Requests spread over several poll periods, as a user's are: back-to-back
 # ones would all fit between two polls and never meet the idle work.
