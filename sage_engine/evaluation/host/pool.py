@@ -78,6 +78,7 @@ class WorkerPool:
         self.n_slots = max(1, slots)
         self.idle: dict[Launch, list[WorkerProcess]] = {}
         self.busy: set[int] = set()  # ids of workers running an evaluation
+        self.starting: dict[Launch, int] = {}  # spares started ahead, still importing
         self.workers: list[WorkerProcess] = []
         self.lock = threading.Lock()
         self.started = threading.Condition(self.lock)  # a worker started ahead is ready
@@ -130,7 +131,7 @@ class WorkerPool:
         new one, started by its run; None when cancelled while waiting."""
         with self.lock:
             warm = self.warm and launch.warm
-            while warm and not self.idle.get(launch) and self._starting(launch):
+            while warm and not self.idle.get(launch) and self.starting.get(launch):
                 if cancel is not None and cancel.is_set():
                     return None
                 self.started.wait(POLL_S)
@@ -140,6 +141,8 @@ class WorkerPool:
             if worker not in self.workers:
                 self.workers.append(worker)
             spare = warm and not free and sum(w.launch == launch for w in self.workers) < self.n_slots
+            if spare:
+                self.starting[launch] = self.starting.get(launch, 0) + 1
         if spare:
             # The next caller finds a started worker: a hung evaluation then
             # delays another client by a fork, not by a torch import.
@@ -158,6 +161,7 @@ class WorkerPool:
             log.info("could not start a spare worker: %s", exc)
         finally:
             with self.lock:
+                self.starting[launch] -= 1
                 keep = worker.alive() and not self.closed
                 if keep:
                     self.idle.setdefault(launch, []).append(worker)
@@ -166,12 +170,6 @@ class WorkerPool:
                 self.started.notify_all()  # a caller waiting for this spare takes it, or starts its own
         if not keep:
             worker.stop()
-
-    def _starting(self, launch: Launch) -> bool:
-        """A spare of `launch` is still starting (under `lock`): a worker of
-        the pool neither idle nor running an evaluation."""
-        idle = {id(w) for w in self.idle.get(launch, [])}
-        return any(w.launch == launch and id(w) not in self.busy and id(w) not in idle for w in self.workers)
 
     def ready(self, launch: Launch, timeout: float) -> list[WorkerProcess]:
         """Wait (at most `timeout` s) until a worker of this launch started ahead is ready; those ready."""
