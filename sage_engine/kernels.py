@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from sage_engine.errors import InvalidInput
+from sage_engine import syntax
 
 KernelKind = Literal["model", "triton", "ascend_c"]
 LinkSource = Literal["header", "project", "layout"]
@@ -90,7 +91,7 @@ def kernel_at(kernels: list[Kernel], line: int) -> Kernel | None:
 
 def _python_kernels(text: str) -> list[Kernel]:
     try:
-        tree = ast.parse(text)
+        tree = syntax.parse(text)
     except (SyntaxError, ValueError):
         # Mid-edit files often do not parse; lenses should not vanish while typing.
         return _python_kernels_by_lines(text)

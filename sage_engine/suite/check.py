@@ -48,6 +48,7 @@ from sage_engine.evaluation.host.tasks import Task
 from sage_engine.report import roofline, suite_page
 from sage_engine.report import causes
 from sage_engine.suite import randomness, source
+from sage_engine import syntax
 
 # The bar a sound suite clears on the cpu backend (docs/suite.md).
 GOAL_CORRECT_PCT = 99.0  # of the tasks that can run on the backend
@@ -254,7 +255,7 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
         )
     cause, detail = causes.classify(result)
     if cause == "not reproducible":
-        tree = ast.parse(task.reference_source)
+        tree = syntax.parse(task.reference_source)
         if randomness.random_in_forward(tree):
             cause = "not reproducible: random numbers in forward"
     status = "cannot_run" if causes.cannot_run(cause) else "failed"
@@ -400,7 +401,7 @@ def _grouped(checks: list[TaskCheck]) -> dict[str, list[str]]:
 
 def _requirements(task: Task) -> list[str]:
     try:
-        tree = ast.parse(task.reference_source)
+        tree = syntax.parse(task.reference_source)
     except SyntaxError:
         return []
     return [f"{r.kind}: {r.reason}" for r in source.requirements(tree)]
@@ -408,7 +409,7 @@ def _requirements(task: Task) -> list[str]:
 
 def _imports_from(candidate: str, roots: tuple[str, ...]) -> bool:
     names = set()
-    for node in ast.walk(ast.parse(candidate)):
+    for node in ast.walk(syntax.parse(candidate)):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:

@@ -20,7 +20,6 @@ benchmark's rule).
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from sage_engine.evaluation.host.tasks import DEFAULT_SEED
 from sage_engine.suite import kernelbench, multikernelbench, npukernelbench
 from sage_engine.suite import source as src
 from sage_engine.suite.common import ImportedTask, benchmark_root, git_commit, write_task
+from sage_engine import syntax
 
 SCALES = ("cpu",)
 
@@ -113,7 +113,7 @@ def import_tasks(
         converted.id = _unique(converted.id, path, taken)
         taken.add(converted.id)
         requires = [
-            f"{r.kind}: {r.reason}" + (f" (line {r.line})" if r.line else "") for r in src.requirements(ast.parse(converted.reference))
+            f"{r.kind}: {r.reason}" + (f" (line {r.line})" if r.line else "") for r in src.requirements(syntax.parse(converted.reference))
         ]
         origin: dict[str, Any] = {"benchmark": name or _benchmark_of(layout), "path": str(path.relative_to(root)) if root else str(path)}
         if commit:

@@ -20,6 +20,7 @@ from sage_engine.errors import InvalidInput
 from sage_engine.suite import randomness
 from sage_engine.suite import source as src
 from sage_engine.suite.common import Converted, level_of, snake
+from sage_engine import syntax
 
 BUILDERS = {"get_inputs", "get_init_inputs", "get_input_groups"}
 
@@ -41,7 +42,7 @@ def convert(path: Path, *, seed: int) -> Converted:
     tid = task_id(path)
     # reference/activation/gelu.py names its category; KernelBench's level1/ does not.
     family = snake(path.parent.name) if not re.search(r"level_?\d", path.parent.name, re.I) else tid
-    model = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    model = next((n for n in syntax.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     doc = (ast.get_docstring(model) if model is not None else None) or ""
     meta = {
         "name": re.sub(r"^\d+_", "", path.stem).replace("_", " ").strip(),
@@ -60,7 +61,7 @@ def convert(path: Path, *, seed: int) -> Converted:
 def adapt(text: str, *, seed: int, where: str, builders: set[str] = BUILDERS) -> tuple[str, list[str]]:
     """The file's text with the CPU adaptations applied, and notes saying which."""
     try:
-        tree = ast.parse(text, filename=where)
+        tree = syntax.parse(text, filename=where)
     except SyntaxError as exc:
         raise InvalidInput(f"{where} has a syntax error at line {exc.lineno}: {exc.msg}") from exc
     before = [ast.dump(n) for n in tree.body]

@@ -17,6 +17,7 @@ import json
 import re
 from pathlib import Path
 
+from sage_engine import syntax
 from sage_engine.errors import InvalidInput
 from sage_engine.suite.common import Converted, level_of, snake
 from sage_engine.suite.kernelbench import adapt
@@ -55,7 +56,7 @@ def convert(path: Path, *, max_cases: int | None, seed: int) -> Converted:
     text = path.read_text(encoding="utf-8")
     tid = snake(re.sub(r"^\d+_", "", path.stem))
     family = snake(path.parent.name) if not re.search(r"level_?\d", path.parent.name, re.I) else tid
-    model = next((n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    model = next((n for n in syntax.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
     doc = (ast.get_docstring(model) if model is not None else None) or ""
     groups_file = path.with_suffix(".json")
     if not groups_file.is_file():

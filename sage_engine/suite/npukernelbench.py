@@ -30,6 +30,7 @@ from sage_engine.errors import InvalidInput
 from sage_engine.suite import randomness
 from sage_engine.suite import source as src
 from sage_engine.suite.common import Converted, level_of, snake
+from sage_engine import syntax
 
 _TRUE, _FALSE = {"True", "true", "TRUE"}, {"False", "false", "FALSE"}
 
@@ -183,7 +184,7 @@ def first_sentence(text: str) -> str:
 
 def _parse(path: Path) -> ast.Module:
     try:
-        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        return syntax.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as exc:
         raise InvalidInput(f"{path} has a syntax error at line {exc.lineno}: {exc.msg}") from exc
 

@@ -14,6 +14,7 @@ import ast
 import re
 
 from sage_engine.suite.source import used_names
+from sage_engine import syntax
 
 _RANDOM_FACTORIES = {"rand", "randn", "rand_like", "randn_like"}
 _RANDOM_METHODS = {"uniform_", "normal_"}
@@ -207,7 +208,7 @@ def shim_random_inputs(tree: ast.Module, functions: set[str]) -> bool:
         if isinstance(node, ast.FunctionDef) and node.name in functions:
             rewriter.visit(node)
     if rewriter.changed:
-        tree.body.extend(ast.parse(SHIM_SOURCE).body)
+        tree.body.extend(syntax.parse(SHIM_SOURCE).body)
     return rewriter.changed
 
 
@@ -297,5 +298,5 @@ def seed_random_forward(tree: ast.Module, seed: int) -> bool:
         return False
     forward.decorator_list.insert(0, ast.Name("_sage_seeded_forward", ast.Load()))
     index = tree.body.index(model)
-    tree.body[index:index] = ast.parse(SEED_SOURCE.replace("{seed}", str(int(seed)))).body
+    tree.body[index:index] = syntax.parse(SEED_SOURCE.replace("{seed}", str(int(seed)))).body
     return True

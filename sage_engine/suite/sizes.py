@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any
+from sage_engine import syntax
 
 # Values below this are left alone: they are axes, counts of layers or small
 # fixed extents more often than sizes, and halving them gains little.
@@ -97,7 +98,7 @@ def module_slots(source: str) -> list[Slot]:
     """Top-level integer constants and the integer elements of top-level
     int tuples/lists. Keys: ("const", name) or ("const", name, i)."""
     slots = []
-    for name, node in _constant_assigns(ast.parse(source)):
+    for name, node in _constant_assigns(syntax.parse(source)):
         value = _int_value(node)
         if value is not None:
             slots.append(Slot(("const", name), name, value))
@@ -128,7 +129,7 @@ def apply_module(source: str, values: dict[tuple, int]) -> str:
 def _splice(source: str, text_for, assigns=None) -> str:
     """The source with the value of each assignment that `text_for` answers
     for replaced; `assigns` picks the assignments (the top-level ones by default)."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     offsets = [0]
     for line in source.splitlines(keepends=True):
         offsets.append(offsets[-1] + len(line.encode("utf-8")))
@@ -149,7 +150,7 @@ def _splice(source: str, text_for, assigns=None) -> str:
 def module_values(source: str, names: list[str] | None = None) -> dict[str, Any]:
     """The top-level integer constants as written (for recording original sizes)."""
     out: dict[str, Any] = {}
-    for name, node in _constant_assigns(ast.parse(source)):
+    for name, node in _constant_assigns(syntax.parse(source)):
         if names is not None and name not in names:
             continue
         value = _int_value(node)
@@ -163,7 +164,7 @@ def module_values(source: str, names: list[str] | None = None) -> dict[str, Any]
 
 def module_names(source: str) -> set[str]:
     """Names the module assigns at top level."""
-    return {name for name, _ in _constant_assigns(ast.parse(source))}
+    return {name for name, _ in _constant_assigns(syntax.parse(source))}
 
 
 def set_constants(source: str, values: dict[str, Any]) -> str:
@@ -213,7 +214,7 @@ def _init_assigns(tree: ast.Module):
 def init_slots(source: str) -> list[Slot]:
     """Sizes the model fixes in its constructor (`self.vocab_size = 65536`),
     which no case row and no `get_init_inputs` reaches. Keys: ("attr", name)."""
-    return [Slot(("attr", name), name, _int_value(node)) for name, node in _init_assigns(ast.parse(source))]
+    return [Slot(("attr", name), name, _int_value(node)) for name, node in _init_assigns(syntax.parse(source))]
 
 
 def apply_init(source: str, values: dict[tuple, int]) -> str:
@@ -233,7 +234,7 @@ def _parse_text(text: str) -> Any:
     if not stripped or stripped[0] not in "[(0123456789-":
         return None
     try:
-        value = ast.literal_eval(stripped)
+        value = syntax.literal_eval(stripped)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
     return value if _int_structure(value) else None

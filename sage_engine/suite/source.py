@@ -15,6 +15,7 @@ import ast
 import re
 from dataclasses import dataclass
 from typing import Iterable
+from sage_engine import syntax
 
 NPU_ONLY_MODULES = ("torch_npu", "kernel_gen_ops")
 # Import names kept even when unused: importing them is the point (device registration).
@@ -203,7 +204,7 @@ class _Renamer(ast.NodeTransformer):
 def self_candidate(source: str, *, import_roots: Iterable[str] = ()) -> str:
     """The reference's Model and what it needs (imports, helpers, constants),
     in source order, with Model renamed ModelNew. Raises ValueError without a Model."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     defs = _definitions(tree)
     if "Model" not in defs:
         raise ValueError("the reference defines no class Model")

@@ -12,6 +12,7 @@ import re
 import traceback
 from pathlib import Path
 from typing import Any
+from sage_engine import syntax
 
 MAX_MESSAGE = 2000
 MAX_COMPILER_DIAGNOSTICS = 8
@@ -126,7 +127,7 @@ def compiler_errors(output: str, source: str, *, fallback_line: int | None = Non
 
 def _string_constants(source: str) -> list[tuple[int, str]]:
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return []
     return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\n" in n.value]

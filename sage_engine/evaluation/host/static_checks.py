@@ -23,6 +23,7 @@ import ast
 import re
 from dataclasses import dataclass
 from typing import Iterable
+from sage_engine import syntax
 
 # Modules a kernel has no business importing: they read files, run programs,
 # or find objects (the reference, its outputs) inside the interpreter.
@@ -128,7 +129,7 @@ def canonical_forbid(name: str) -> str:
 def check_source(source: str, *, forbid: Iterable[str] = (), reference_names: Iterable[str] = ()) -> list[Finding]:
     """Static findings, in source order. Raises SyntaxError for unparsable
     source (a compile error, reported by the caller)."""
-    tree = ast.parse(source, filename="candidate.py")
+    tree = syntax.parse(source, filename="candidate.py")
     return _Checker(tree, forbid, reference_names).run()
 
 

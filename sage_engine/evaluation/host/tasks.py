@@ -22,6 +22,7 @@ from typing import Any
 from sage_engine.errors import InvalidInput, NotFound
 from sage_engine.evaluation.protocol import TaskSpec
 from sage_engine.models import TaskSummary
+from sage_engine import syntax
 
 # Strings in a case row that name one of these become a torch dtype in the child.
 DTYPE_NAMES: tuple[str, ...] = (
@@ -225,7 +226,7 @@ def _read(path: Path) -> str:
 
 def _parse_reference(source: str, where: str) -> ast.Module:
     try:
-        tree = ast.parse(source, filename=where)
+        tree = syntax.parse(source, filename=where)
     except SyntaxError as exc:
         raise InvalidInput(f"{where} has a syntax error at line {exc.lineno}: {exc.msg}") from exc
     names = _module_names(tree)
@@ -255,7 +256,7 @@ def _sage_task_dict(source: str, where: str) -> dict[str, Any]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SAGE_TASK" for t in node.targets):
             try:
-                value = ast.literal_eval(node.value)
+                value = syntax.literal_eval(node.value)
             except ValueError as exc:
                 raise InvalidInput(f"SAGE_TASK in {where} must be a literal dict: {exc}") from exc
             if not isinstance(value, dict):
