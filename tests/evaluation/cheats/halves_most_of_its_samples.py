@@ -1,8 +1,11 @@
-"""Makes the timer's clock run at half speed during three of every four
-timed batches, and honestly in the fourth. Its reported median is halved,
+"""Makes the timer's clock run at half speed during seven of every eight
+timed batches, and honestly in the eighth. Its reported median is halved,
 while its batch with the smallest gap between the worker's clock and its
 report looks honest. It tells batches apart by the pause between calls
-(the worker's round trip).
+(the worker's round trip). One honest batch in four was too many: where
+timing stops after three samples (a loaded machine reaching the hard cap),
+two of them could be honest, the median honest too, and the verdict
+`correct` at its true speedup (1.01): the cheat had failed, not the check.
 
 task: matmul
 expect: rejected
@@ -25,7 +28,7 @@ class ModelNew(nn.Module):
         start = real()
         if start - state["last"] > 1e-4:  # a new batch
             state["batch"] += 1
-            state["lie"] = state["batch"] % 4 != 0
+            state["lie"] = state["batch"] % 8 != 0
         out = torch.matmul(a, b)
         end = real()
         if state["lie"]:
