@@ -119,6 +119,9 @@ class Config:
     # timed interval): no two calls see the same values. A few swaps cost
     # microseconds and change what any hash of the inputs sees.
     churn_swaps: int = 2
+    # One call drawn from inside every timed sample judged by the reference
+    # (a kernel that computes only the calls a check could see is caught).
+    spot_checks: bool = True
     # The seed of every evaluation's inputs; None draws one per evaluation
     # (recorded in the result: `sage bench --seed N` reproduces a run).
     eval_seed: int | None = None

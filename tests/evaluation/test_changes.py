@@ -8,6 +8,7 @@ import random
 import torch
 
 from sage_engine.evaluation.child import changes
+from sage_engine.evaluation.child.side import SpotCall
 from sage_engine.evaluation.worker.timed import check_positions, churn_of
 
 
@@ -56,3 +57,65 @@ def test_checked_samples_come_in_pairs_within_the_minimum_repetitions():
     assert all(check_positions(5, 2) == {0: "fresh", 1: "stale", 3: "fresh", 4: "stale"} for _ in range(50))
     assert sorted(check_positions(4, 2).values()) == ["fresh", "stale"]
     assert churn_of("ok 0.001 churn 2.5e-06") == 2.5e-06 and churn_of("ok 0.001") == 0.0
+
+
+def test_the_spot_call_is_any_call_of_the_batch_alike():
+    """Reservoir sampling over 4 calls, 4000 batches: each call kept about a
+    quarter of the time (a count outside 800-1200 has odds under 1e-9 for a
+    fair draw), with the outputs that call returned."""
+    spot = SpotCall()
+    kept = [0, 0, 0, 0]
+    for _ in range(4000):
+        spot.reset()
+        for call in range(4):
+            spot.offer(torch.full((3,), float(call)))
+        chosen = spot.chosen()
+        assert chosen is not None
+        kept[chosen[0]] += 1
+        assert torch.equal(chosen[1][0], torch.full((3,), float(chosen[0])))
+    assert all(800 <= k <= 1200 for k in kept), kept
+
+
+def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_its_last_call():
+    spot, buffer = SpotCall(), torch.zeros(3)
+    for _ in range(50):
+        spot.reset()
+        for call in range(4):
+            spot.offer(buffer.fill_(call))
+        assert spot.chosen()[0] == 3  # only the last call's values are still in the buffer
+
+
+def test_rewinding_the_swaps_gives_the_inputs_of_each_call_and_redo_restores_them():
+    x, y = torch.randn(64), torch.arange(10)
+    churn = changes.Churn(torch, [x, y], swaps=3)
+    churn.begin()
+    seen = []
+    for call in range(6):
+        churn(call)
+        seen.append(x.clone())
+    final = x.clone()
+    for call in range(6):
+        redo = churn.rewind(call)
+        assert torch.equal(x, seen[call])
+        redo()
+        assert torch.equal(x, final)
+
+
+def test_the_device_form_of_the_swaps_rewinds_too_even_where_positions_collide():
+    """The swaps a device tensor gets (indexing with positions drawn ahead),
+    run here on a host tensor; a tensor of 4 elements makes positions that
+    repeat within a call."""
+    x = torch.randn(4)
+    churn = changes.Churn(torch, [], swaps=3)
+    churn.device = [(x, torch.randint(4, (changes.CHURN_POOL, 2), generator=torch.Generator().manual_seed(0)))]
+    churn.begin()
+    seen = []
+    for call in range(8):
+        churn(call)
+        seen.append(x.clone())
+    final = x.clone()
+    for call in range(8):
+        redo = churn.rewind(call)
+        assert torch.equal(x, seen[call])
+        redo()
+        assert torch.equal(x, final)

@@ -32,8 +32,11 @@ def test_a_correct_long_row_softmax_passes_and_says_its_outputs_were_compared_to
     assert notes and "relative to their own scale" in notes[0]
 
 
-def test_an_answer_remembered_by_a_sample_of_its_inputs_is_rejected_as_stored(harness):
-    result = harness.evaluate(fixture_task("matmul"), (CHEATS / "remembers_answers_by_value.py").read_text())
+def test_an_answer_remembered_by_a_sample_of_its_inputs_is_rejected_as_stored(eval_cache):
+    cheat = (CHEATS / "remembers_answers_by_value.py").read_text()
+    # Its timed calls return stored answers too: a spot check usually sees that first.
+    with Harness(fast_config(eval_cache, spot_checks=False)) as stale_checks_only:
+        result = stale_checks_only.evaluate(fixture_task("matmul"), cheat)
     assert result.status == "rejected", result.message
     assert "returned a stored answer for new input values" in result.message
     assert result.speedup is None
@@ -156,6 +159,21 @@ def test_a_full_hash_memo_gets_no_speedup_from_values_that_repeat(harness):
     # Every timed call sees values no call saw before: the memo never answers.
     assert result.speedup < 2.0, result.speedup
     assert result.compile_info["checks"]["churn_us"] > 0
+
+
+def test_a_call_drawn_from_inside_each_timed_batch_of_a_correct_kernel_is_judged_and_passes(harness):
+    # Microseconds a call: many calls a sample, however loaded the machine.
+    reference = (
+        "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x, y):\n"
+        "        return x * y + 1.0\n\ndef get_inputs():\n    return [torch.randn(1000), torch.randn(1000)]\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    task = load_task(reference)
+    result = harness.evaluate(task, as_own_candidate(task))
+    assert result.status == "correct", result.message
+    checks = result.compile_info["checks"]
+    assert min(checks["inner_calls"].values()) > 1, checks  # batches of several calls, one drawn from each
+    assert checks["spot_checks"] >= 1 and checks["spot_skipped"] == 0, checks
 
 
 def test_a_reference_that_fails_is_the_tasks_error_not_the_candidates(harness):

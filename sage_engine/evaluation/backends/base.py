@@ -283,6 +283,7 @@ class SandboxBackend(Backend):
                 stale_checks=c.stale_checks,
                 stale_changes=c.stale_changes,
                 churn_swaps=c.churn_swaps,
+                spot_checks=c.spot_checks,
             ),
         )
 

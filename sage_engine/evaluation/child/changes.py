@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import secrets
-from typing import Any
+from typing import Any, Callable
 
 # Random positions drawn ahead for the swaps, on the inputs' device (one
 # host-to-device copy, not one per call); reused in turn once exhausted.
@@ -93,6 +93,9 @@ class Churn:
         )
         self.at = 0
         self.held = False
+        # Per call of the batch under way, what its changes moved (`rewind`):
+        # host swaps as (tensor, a, b), device swaps as (positions, values before) per tensor.
+        self.moves: list[tuple[list[tuple[int, int, int]], list[tuple[Any, Any, Any, Any]]]] = []
 
     @property
     def active(self) -> bool:
@@ -102,16 +105,24 @@ class Churn:
         """The next call runs on the inputs as they are."""
         self.held = True
 
+    def begin(self) -> None:
+        """A new batch: `rewind` counts its calls from here."""
+        self.moves = []
+
     def __call__(self, i: int) -> None:
+        host: list[tuple[int, int, int]] = []
+        device: list[tuple[Any, Any, Any, Any]] = []
+        self.moves.append((host, device))
         if self.held:
             self.held = False
             return
         rng = self.rng
-        for bits in self.host:
+        for k, bits in enumerate(self.host):
             n = len(bits)
             for _ in range(self.swaps):
                 a, b = rng.randrange(n), rng.randrange(n)
                 bits[a], bits[b] = bits[b], bits[a]
+                host.append((k, a, b))
         if self.device:
             start = self.at
             self.at = (self.at + self.swaps) % (CHURN_POOL - self.swaps)
@@ -119,8 +130,34 @@ class Churn:
                 pairs = pool[start : start + self.swaps]
                 src, dst = pairs[:, 0], pairs[:, 1]
                 taken = flat[src]
-                flat[src] = flat[dst]
+                before_dst = flat[dst]
+                device.append((src, dst, taken, before_dst))
+                flat[src] = before_dst
                 flat[dst] = taken
+
+    def rewind(self, call: int) -> Callable[[], None]:
+        """Puts the inputs back as they were at `call` of this batch (the
+        changes of every later call undone, in place) and returns what
+        redoes them."""
+        later = self.moves[call + 1 :]
+        for host, device in reversed(later):
+            for k, a, b in reversed(host):
+                bits = self.host[k]
+                bits[a], bits[b] = bits[b], bits[a]
+            for (flat, _), (src, dst, taken, before_dst) in zip(self.device, device):
+                flat[dst] = before_dst
+                flat[src] = taken
+
+        def redo() -> None:
+            for host, device in later:
+                for k, a, b in host:
+                    bits = self.host[k]
+                    bits[a], bits[b] = bits[b], bits[a]
+                for (flat, _), (src, dst, taken, before_dst) in zip(self.device, device):
+                    flat[src] = before_dst
+                    flat[dst] = taken
+
+        return redo
 
 
 def _raw_bits(torch: Any, t: Any) -> Any:

@@ -1,8 +1,9 @@
 """The reference's side of the checks made while timing: fresh inputs from a
 seed the candidate never learns, whose output is checked (`fresh`); the
 same inputs with a few values changed (`stale`), where an output that is
-still the answer to the inputs before is a stored answer; and the verdict
-on the candidate's output for either (`check`)."""
+still the answer to the inputs before is a stored answer; the verdict
+on the candidate's output for either (`check`); and the verdict on one call
+drawn from inside the candidate's last timed batch, after it ran (`spot`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ class FreshChecks:
             return self.fresh(int(arg))
         if verb == "stale":
             return self.stale(int(arg))
+        if verb == "spot":
+            return self.spot()
         return self.check()
 
     def fresh(self, seed: int) -> str:
@@ -93,3 +96,47 @@ class FreshChecks:
         # Wrong for these inputs, and not the old answer: the changed values may
         # break a property the task's inputs have (symmetry, a normalised row).
         return "ok inconclusive: " + result.message[:300]
+
+    def spot(self) -> str:
+        """The candidate's drawn call of its last timed batch (`SpotCall`):
+        the reference runs the inputs that call had and judges its outputs.
+        Not judged where the task's forward updates its inputs (the inputs
+        after a call are not the ones it had) or the reference cannot run them."""
+        side = self.side
+        try:
+            header = wire.read_header(side.ch.data)
+            if header.get("case") != side.timed_case().index or header.get("trial") != "spot":
+                raise wire.ProtocolError(f"expected the spot frame, got {header.get('case')!r}/{header.get('trial')!r}")
+            if "skipped" in header:
+                return f"ok skipped: {str(header['skipped'])[:100]}"
+            entries = header.get("spot_inputs")
+            if not isinstance(entries, list):
+                raise wire.ProtocolError("a spot frame without its inputs")
+            inputs = [_value(side, entry) for entry in entries]
+            if side.updates_inputs:
+                wire.skip_tensors(side.ch.data, header)
+                return "ok skipped: the task's forward updates its inputs"
+            try:
+                ref_out = side.reference_forward(side.timed_case().model, side.on_device(inputs))
+            except Failure:
+                wire.skip_tensors(side.ch.data, header)
+                return "ok skipped: the reference could not run those inputs"
+            result, _ = side.judge.frame(header, ref_out, None, None)
+        except Failure as failure:
+            return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
+        except wire.ProtocolError as exc:
+            return "bad " + wire.json_text({"status": "rejected", "message": f"garbled spot frame ({exc})"})
+        if result.ok:
+            return "ok"
+        return "bad " + wire.json_text({"status": "rejected", "message": f"call {header.get('call')}: {result.message}"})
+
+
+def _value(side: Any, entry: Any) -> Any:
+    """One input of a spot frame: a tensor read from the stream, or a plain value."""
+    if not isinstance(entry, dict):
+        raise wire.ProtocolError("a spot input that is not described")
+    if entry.get("kind") == "value":
+        return entry.get("value")
+    if entry.get("kind") != "tensor":
+        raise wire.ProtocolError(f"a spot input of kind {entry.get('kind')!r}")
+    return wire.read_tensor(side.ch.data, entry, side.torch)

@@ -145,6 +145,47 @@ class Timed:
     inputs: list[Any]
 
 
+class SpotCall:
+    """One call of the last timed batch, drawn uniformly among its calls
+    (reservoir sampling): after each call returns, it replaces the one held
+    with probability 1/(calls so far), from the kernel's random source, so no
+    call can know beforehand whether it is the one kept. Nothing is copied:
+    the kept call's outputs are held as they are (a later call allocates its
+    own) and its inputs are the timed inputs with the later calls' swaps
+    undone (`changes.Churn.rewind`), so keeping one disturbs no call. The
+    worker asks for it after the batch (`spot`): a candidate that computes
+    only the calls a check could see is judged on one it did not choose."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.seen = 0
+        self.call: int | None = None
+        self.outputs: list[Any] = []
+        self.last: list[Any] = []  # the last call's outputs
+        self.storages: list[set[int]] = []  # per call, the memory its tensor outputs live in
+
+    def offer(self, out: Any) -> None:
+        outputs = correctness.as_output_list(out)
+        self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
+        self.last = outputs
+        self.seen += 1
+        if not secrets.randbelow(self.seen):
+            self.call, self.outputs = self.seen - 1, outputs
+
+    def chosen(self) -> tuple[int, list[Any]] | None:
+        """(call, outputs) to judge: the kept call, or the last one where a
+        later call wrote into the kept call's outputs (a kernel that reuses
+        its output buffer: only the last call's values are still there)."""
+        if self.call is None:
+            return None
+        kept = self.storages[self.call]
+        if any(kept & later for later in self.storages[self.call + 1 :]):
+            return self.seen - 1, self.last
+        return self.call, self.outputs
+
+
 class Side:
     """One side of an evaluation: the reference module per case, seeded
     inputs, device moves, and the timing commands both sides answer."""
@@ -171,6 +212,7 @@ class Side:
         self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
         self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
         self.churn_s = 0.0  # host seconds the last batch's changes took
+        self.spot = SpotCall()  # one call of the last batch, for the worker's `spot` check
 
     # -- the task's module
 
@@ -294,15 +336,22 @@ class Side:
             self.churn = changes.Churn(self.torch, values, self.req.verdict.churn_swaps)
         if keep:
             self.churn.hold()  # the checked call runs on the inputs as the reference sent them
-        churn, clock = self.churn, timing.host_clock
+        churn, clock, spot = self.churn, timing.host_clock, self.spot
+        spot.reset()
+        churn.begin()
+        last: list[Any] = [None]  # the output of the call just made, until the next call's turn
 
         def before(i: int) -> None:
             start = clock()
+            if i:
+                spot.offer(last[0])
+                last[0] = None
             churn(i)
             self.churn_s += clock() - start
 
         def call(i: int) -> None:
             out = model(*values)
+            last[0] = out
             if i == 0:
                 # A forward that updates its inputs in place may return them: the calls
                 # that follow would change the output the fresh-input check reads.
@@ -314,6 +363,9 @@ class Side:
         with self.torch.no_grad():
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
+        if churn.active:  # with nothing to swap no call is drawn: calls on one input set may repeat an answer
+            spot.offer(last[0])
+        last[0] = None
         return seconds
 
     def command(self, verb: str, arg: str) -> str:

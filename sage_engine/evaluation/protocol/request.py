@@ -143,6 +143,8 @@ class VerdictOptions:
     # Pairs of elements swapped in each input before every timed call, so no
     # call sees the values of another.
     churn_swaps: int = 2
+    # One call drawn from inside every timed sample, judged by the reference.
+    spot_checks: bool = True
 
 
 @dataclass(frozen=True)

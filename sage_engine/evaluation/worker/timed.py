@@ -51,7 +51,7 @@ class TimingPhase:
     def __init__(self, sup: Supervisor, ref: Child, cand: Child, options: TimingOptions):
         self.sup, self.ref, self.cand, self.opts = sup, ref, cand, options
         self.checks_at = check_positions(options.min_reps, sup.req.verdict.stale_checks)
-        self.checked: dict[str, int] = {"fresh": 0, "stale": 0, "stale_inconclusive": 0}
+        self.checked: dict[str, int] = {"fresh": 0, "stale": 0, "stale_inconclusive": 0, "spot": 0, "spot_skipped": 0}
         self.churn: list[float] = []  # the reference's host seconds per call spent changing inputs
         self.n = 0  # candidate samples so far
         # A timing that is not representative (an interpreter) gets a short
@@ -135,6 +135,8 @@ class TimingPhase:
             "fresh_inputs_checked": self.checked["fresh"],
             "stale_checks": self.checked["stale"],
             "stale_inconclusive": self.checked["stale_inconclusive"],
+            "spot_checks": self.checked["spot"],
+            "spot_skipped": self.checked["spot_skipped"],
             "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0,
         }
         if self.all_streams:
@@ -197,9 +199,33 @@ class TimingPhase:
                 "threads left running after forward returned",
             )
         self.known.update(now)
+        if self.sup.req.verdict.spot_checks:
+            self.spot_check()
+            after = self.cpu.seconds()
         self.after = after
         self.n += 1
         return value
+
+    def spot_check(self) -> None:
+        """The candidate's last batch judged on one of its calls, drawn after
+        they ran (`SpotCall`): a candidate that computes only the calls a
+        check could see (the first after a pause, values it has not seen) is
+        caught on the others. Every sample, one call long too: a candidate
+        that returns an earlier output for values that only moved does so
+        in a sample of one call as well."""
+        wire.write_all(self.ref.cmd, b"spot\n")  # reading before the candidate writes, as in `fresh_check`
+        self.sup.command(self.cand, "spot", self.end)
+        verdict = self.sup.reply(self.ref, self.end)
+        if verdict.startswith("bad "):
+            message = str(_json_object(verdict[4:]).get("message", ""))
+            raise decided(
+                "rejected",
+                f"while timed, one call inside a timed batch, drawn after the batch ran, returned a wrong output "
+                f"({message}): the calls timed must compute what the checked calls do",
+                "cheat",
+                f"a wrong output inside a timed batch: {message}",
+            )
+        self.checked["spot_skipped" if verdict.startswith("ok skipped") else "spot"] += 1
 
     def checked_call(self, check: str) -> None:
         """One call on inputs the reference makes from a seed the candidate
