@@ -81,8 +81,9 @@ def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_its_last_call():
     for _ in range(50):
         spot.reset()
         for call in range(4):
-            spot.offer(buffer.fill_(call))
+            spot.offer(buffer.fill_(call), last=call == 3)
         assert spot.chosen()[0] == 3  # only the last call's values are still in the buffer
+        assert spot.chosen()[1][0] is buffer
 
 
 def test_rewinding_the_swaps_gives_the_inputs_of_each_call_and_redo_restores_them():

@@ -75,23 +75,19 @@ class FreshChecks:
                 return "ok skipped: the reference could not run those inputs"
             result, cand = side.judge.frame(header, self.fresh_out, None, None)
         except Failure as failure:
-            return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
+            return _bad(failure.status, failure.message)
         except wire.ProtocolError as exc:
-            return "bad " + wire.json_text({"status": "rejected", "message": f"garbled output frame ({exc})"})
+            return _bad("rejected", f"garbled output frame ({exc})")
         if result.ok:
             return "ok"
         if self.stale_prev is None:
-            return "bad " + wire.json_text({"status": "rejected", "message": result.message})
+            return _bad("rejected", result.message)
         if side.judge.same_as(self.stale_prev, cand or []):
             n = side.req.verdict.stale_changes
-            return "bad " + wire.json_text(
-                {
-                    "status": "rejected",
-                    "message": (
-                        f"returned a stored answer for new input values: after {n} value(s) of each input changed, its "
-                        f"output still matched the answer for the inputs before ({result.message})"
-                    ),
-                }
+            return _bad(
+                "rejected",
+                f"returned a stored answer for new input values: after {n} value(s) of each input changed, its "
+                f"output still matched the answer for the inputs before ({result.message})",
             )
         # Wrong for these inputs, and not the old answer: the changed values may
         # break a property the task's inputs have (symmetry, a normalised row).
@@ -123,12 +119,12 @@ class FreshChecks:
                 return "ok skipped: the reference could not run those inputs"
             result, _ = side.judge.frame(header, ref_out, None, None)
         except Failure as failure:
-            return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
+            return _bad(failure.status, failure.message)
         except wire.ProtocolError as exc:
-            return "bad " + wire.json_text({"status": "rejected", "message": f"garbled spot frame ({exc})"})
+            return _bad("rejected", f"garbled spot frame ({exc})")
         if result.ok:
             return "ok"
-        return "bad " + wire.json_text({"status": "rejected", "message": f"call {header.get('call')}: {result.message}"})
+        return _bad("rejected", f"call {header.get('call')}: {result.message}")
 
 
 def _value(side: Any, entry: Any) -> Any:
@@ -140,3 +136,8 @@ def _value(side: Any, entry: Any) -> Any:
     if entry.get("kind") != "tensor":
         raise wire.ProtocolError(f"a spot input of kind {entry.get('kind')!r}")
     return wire.read_tensor(side.ch.data, entry, side.torch)
+
+
+def _bad(status: str, message: str) -> str:
+    """The reply for a check the candidate failed."""
+    return "bad " + wire.json_text({"status": status, "message": message})

@@ -166,10 +166,11 @@ class SpotCall:
         self.last: list[Any] = []  # the last call's outputs
         self.storages: list[set[int]] = []  # per call, the memory its tensor outputs live in
 
-    def offer(self, out: Any) -> None:
+    def offer(self, out: Any, *, last: bool = False) -> None:
         outputs = correctness.as_output_list(out)
         self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
-        self.last = outputs
+        if last:  # held after the batch only: during it, each call finds the output before it freed
+            self.last = outputs
         self.seen += 1
         if not secrets.randbelow(self.seen):
             self.call, self.outputs = self.seen - 1, outputs
@@ -364,7 +365,7 @@ class Side:
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         if churn.active:  # with nothing to swap no call is drawn: calls on one input set may repeat an answer
-            spot.offer(last[0])
+            spot.offer(last[0], last=True)
         last[0] = None
         return seconds
 
