@@ -8,7 +8,7 @@ import random
 import torch
 
 from sage_engine.evaluation.child import changes
-from sage_engine.evaluation.child.side import SpotCall
+from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.worker.timed import check_positions, churn_of
 
 

@@ -29,6 +29,7 @@ from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
 from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
+from sage_engine.evaluation.child.spot import send_spot
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
 
 
@@ -247,36 +248,6 @@ class CandidateSide(Side):
                 )
         return seconds
 
-    def send_spot(self) -> None:
-        """The last batch's drawn call (`SpotCall`) to the reference: the
-        inputs it had (the later calls' swaps undone for the moment), then
-        its outputs, in one frame; a frame that says why not where none was
-        drawn, its inputs cannot cross, or an output is an input's memory."""
-        spot, torch, timed = self.spot, self.torch, self.timed_case()
-        chosen = spot.chosen()
-        if chosen is None or not all(wire.shareable(v, torch) for v in timed.inputs):
-            why = "no call drawn" if chosen is None else "inputs that cannot cross"
-            wire.write_frame(self.ch.data, {"case": timed.index, "trial": "spot", "skipped": why}, [])
-            return
-        call, outputs = chosen
-        if guards.aliased(outputs, timed.inputs):
-            wire.write_frame(self.ch.data, {"case": timed.index, "trial": "spot", "skipped": "an output is an input's memory"}, [])
-            return
-        self.sync()
-        redo = self.churn.rewind(call)
-        try:
-            header: dict[str, Any] = {"case": timed.index, "trial": "spot", "call": call, "spot_inputs": [], "outputs": []}
-            tensors = []
-            for key, values in (("spot_inputs", timed.inputs), ("outputs", outputs)):
-                for value in values:
-                    entry, tensor = wire.describe(value, torch)
-                    header[key].append(entry)
-                    if tensor is not None:
-                        tensors.append(tensor)
-            wire.write_frame(self.ch.data, header, tensors)
-        finally:
-            redo()
-
     def refreshed(self, dst: Any, src: Any) -> Any:
         """`src`'s values in `dst`'s tensors, inside list and tuple arguments
         too: tensors are copied into (a candidate that memoises on tensor
@@ -309,13 +280,12 @@ class CandidateSide(Side):
                 self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
             self.keep_first = True
             return "ok"
-        if verb == "check":
+        if verb in ("check", "spot"):  # a fresh-input check's output, or a call drawn from the last batch
             self.check_patches("timing ModelNew.forward")
-            self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
-            return "ok"
-        if verb == "spot":
-            self.check_patches("timing ModelNew.forward")
-            self.send_spot()
+            if verb == "spot":
+                send_spot(self)
+            else:
+                self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
             return "ok"
         if verb in ("warm", "rep"):
             try:

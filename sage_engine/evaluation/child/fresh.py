@@ -109,7 +109,7 @@ class FreshChecks:
             if not isinstance(entries, list):
                 raise wire.ProtocolError("a spot frame without its inputs")
             inputs = [_value(side, entry) for entry in entries]
-            if side.updates_inputs:
+            if side.judge.reference_updates:
                 wire.skip_tensors(side.ch.data, header)
                 return "ok skipped: the task's forward updates its inputs"
             try:

@@ -25,6 +25,7 @@ class FrameJudge:
     def __init__(self, torch: Any, data: int, *, mode: str, override: dict, factor: float, judgement: Judgement):
         self.torch, self.data = torch, data
         self.mode, self.override, self.factor, self.judgement = mode, override, factor, judgement
+        self.reference_updates = False  # the reference's forward changed its inputs in a frame judged
 
     def frame(
         self,
@@ -44,6 +45,7 @@ class FrameJudge:
         if not isinstance(entries, list):
             raise wire.ProtocolError("a frame without outputs")
         ref_mut = guards.mutated(pristine, ref_in) if ref_in is not None and pristine is not None else []
+        self.reference_updates = self.reference_updates or bool(ref_mut)
         if ref_in is not None:
             self.check_inputs(header, ref_out, ref_in, ref_mut, observed)
         if len(entries) != len(ref_out):

@@ -54,7 +54,6 @@ class ReferenceSide(Side):
         )
         self.checks = FreshChecks(self)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
-        self.updates_inputs = False  # the task's forward changed its inputs in a declared case
 
     def main(self) -> None:
         start = time.perf_counter()
@@ -130,7 +129,6 @@ class ReferenceSide(Side):
             values = self.on_device(made)
             pristine = self.clone(values)
             ref_out = self.reference_forward(model, values)
-            self.updates_inputs = self.updates_inputs or bool(guards.mutated(pristine, values))
             if first_out is None:
                 first_out = ref_out
             elif constant:

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from sage_engine.evaluation.common import diagnostics, timing
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
+from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.common.processes import scrub_environ
 from sage_engine.evaluation.protocol import Event, Fail, ProgressEvent, Request, event_line
 
@@ -143,48 +144,6 @@ class Timed:
     module: types.ModuleType
     model: Any
     inputs: list[Any]
-
-
-class SpotCall:
-    """One call of the last timed batch, drawn uniformly among its calls
-    (reservoir sampling): after each call returns, it replaces the one held
-    with probability 1/(calls so far), from the kernel's random source, so no
-    call can know beforehand whether it is the one kept. Nothing is copied:
-    the kept call's outputs are held as they are (a later call allocates its
-    own) and its inputs are the timed inputs with the later calls' swaps
-    undone (`changes.Churn.rewind`), so keeping one disturbs no call. The
-    worker asks for it after the batch (`spot`): a candidate that computes
-    only the calls a check could see is judged on one it did not choose."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.seen = 0
-        self.call: int | None = None
-        self.outputs: list[Any] = []
-        self.last: list[Any] = []  # the last call's outputs
-        self.storages: list[set[int]] = []  # per call, the memory its tensor outputs live in
-
-    def offer(self, out: Any, *, last: bool = False) -> None:
-        outputs = correctness.as_output_list(out)
-        self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
-        if last:  # held after the batch only: during it, each call finds the output before it freed
-            self.last = outputs
-        self.seen += 1
-        if not secrets.randbelow(self.seen):
-            self.call, self.outputs = self.seen - 1, outputs
-
-    def chosen(self) -> tuple[int, list[Any]] | None:
-        """(call, outputs) to judge: the kept call, or the last one where a
-        later call wrote into the kept call's outputs (a kernel that reuses
-        its output buffer: only the last call's values are still there)."""
-        if self.call is None:
-            return None
-        kept = self.storages[self.call]
-        if any(kept & later for later in self.storages[self.call + 1 :]):
-            return self.seen - 1, self.last
-        return self.call, self.outputs
 
 
 class Side:
