@@ -61,17 +61,15 @@ def send_spot(side: Any) -> None:
     """The last batch's drawn call (`SpotCall`) to the reference: the
     inputs it had (the later calls' swaps undone for the moment), then
     its outputs, in one frame; a frame that says why not where none was
-    drawn, its inputs cannot cross, or an output is an input's memory."""
+    drawn or its inputs cannot cross."""
     spot, torch, timed = side.spot, side.torch, side.timed_case()
     chosen = spot.chosen()
     if chosen is None or not all(wire.shareable(v, torch) for v in timed.inputs):
         why = "no call drawn" if chosen is None else "inputs that cannot cross"
         wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": why}, [])
         return
+    # An output that is an input's memory is judged too: rewound, it holds what it held after that call.
     call, outputs = chosen
-    if guards.aliased(outputs, timed.inputs):
-        wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": "an output is an input's memory"}, [])
-        return
     side.sync()
     redo = side.churn.rewind(call)
     try:
