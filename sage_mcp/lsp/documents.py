@@ -144,7 +144,14 @@ class Documents:
     def get(self, uri: str) -> TextDocument:
         if not isinstance(uri, str) or not uri:
             raise InvalidInput("pass the document URI as the first argument")
-        return self._workspace().get_text_document(uri)
+        workspace = self._workspace()
+        if uri not in workspace.text_documents:
+            # Not open: only a file on disk can be read (an editor's Output
+            # panel or a settings view has a URI too, and nothing to evaluate).
+            path = to_fs_path(uri) if uri.startswith("file:") else None
+            if path is None or not Path(path).is_file():
+                raise NotFound(f"{uri} is neither an open document nor a file: SAGE reads kernels from files")
+        return workspace.get_text_document(uri)
 
     @staticmethod
     def path_of(doc: TextDocument) -> str | None:

@@ -231,15 +231,31 @@ async def set_task(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 
 
+# What language clients append to the server's command line: vscode-languageclient
+# adds `--stdio` (and `--clientProcessId=PID` for Node servers), others
+# `--pipe=NAME`, `--socket=PORT` or `--node-ipc` for their other transports.
+OTHER_TRANSPORTS = ("--pipe", "--socket", "--port", "--node-ipc")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="sage-lsp", description="SAGE language server (stdio).")
+    parser.add_argument("--stdio", action="store_true", help="speak LSP on stdin/stdout (the only transport, and the default)")
+    parser.add_argument("--clientProcessId", help=argparse.SUPPRESS)  # passed by some clients; the client's exit closes stdin
     parser.add_argument("--db", help="memory database (default: SAGE_DB or the user data dir)")
     parser.add_argument("--backend", help="evaluation backend (default: SAGE_BACKEND or cpu)")
     parser.add_argument(
         "--poll-seconds", type=float, default=3.0, help="how often to look for results stored by other processes (0 = never)"
     )
     parser.add_argument("--log-level", default=os.environ.get("SAGE_LOG_LEVEL", "INFO"))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    transports = [a for a in unknown if a.split("=", 1)[0] in OTHER_TRANSPORTS]
+    if transports:
+        parser.error(
+            f"{transports[0]}: sage-lsp speaks LSP over stdio only; start it with --stdio "
+            "(vscode-languageclient: TransportKind.stdio) or with no transport argument"
+        )
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     level = args.log_level.upper()
     # stdout carries the protocol; every log line goes to stderr.
     logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(name)s %(levelname)s %(message)s")

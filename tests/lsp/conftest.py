@@ -77,7 +77,9 @@ async def start_lsp(workspace: Workspace):
         command: list[str] | None = None,
     ) -> LanguageClient:
         config = ClientServerConfig(
-            server_command=command or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db), "--poll-seconds", str(poll)],
+            # As vscode-languageclient starts an executable on the stdio transport: with `--stdio` appended.
+            server_command=command
+            or [sys.executable, "-m", "sage_mcp.lsp", "--db", str(workspace.db), "--poll-seconds", str(poll), "--stdio"],
             server_env={**os.environ, **FAST_ENV, "SAGE_CACHE_DIR": str(workspace.root / ".cache"), **(env or {})},
             client_factory=_client_factory(workspace),
         )

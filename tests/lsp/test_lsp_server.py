@@ -4,6 +4,8 @@ a real SQLite file and the real evaluation harness on a tiny task."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
 from lsprotocol import types
@@ -303,3 +305,18 @@ async def test_retrieving_rules_waits_for_the_database_off_the_event_loop(lsp, w
         holder.close()
     retrieval = (await asyncio.wait_for(retrieving, BOUND_S))["retrieval"]
     assert retrieval["episode_id"] > 0
+
+
+@pytest.mark.parametrize("argument", ["--pipe=/tmp/sage.sock", "--socket=5007", "--node-ipc", "--port=5007"])
+def test_transports_other_than_stdio_are_refused_with_a_message_naming_stdio(argument):
+    done = subprocess.run([sys.executable, "-m", "sage_mcp.lsp", argument], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert f"{argument}: sage-lsp speaks LSP over stdio only; start it with --stdio" in done.stderr
+
+
+async def test_a_uri_that_is_no_file_is_a_clear_error_not_a_traceback(lsp):
+    """An editor's Output panel has a URI too; asking about it is answered
+    with what is wrong, and the server logs no traceback."""
+    with pytest.raises(JsonRpcException, match="neither an open document nor a file") as raised:
+        await execute(lsp, "sage.lastResult", "output:extension-output-sage-npu.sage-kernels-%231-SAGE")
+    assert raised.value.data == {"kind": "not_found"}

@@ -41,6 +41,7 @@ export class SageCommands {
         private readonly server: () => SageServer | undefined,
         private readonly status: ResultStatus,
         private readonly restart: () => Promise<void>,
+        private readonly refreshStatus: () => Promise<void> = async () => undefined,
     ) {}
 
     register(): Disposable[] {
@@ -63,6 +64,16 @@ export class SageCommands {
      */
     middleware(): Middleware {
         return {
+            // The status bar follows the lens: whenever VS Code asks for the
+            // active file's lenses (an edit, a refresh after any evaluation,
+            // benchmark-on-save included), the status bar is read again too.
+            provideCodeLenses: async (document, token, next) => {
+                const lenses = await next(document, token);
+                if (activeTextEditor()?.document.uri.toString() === document.uri.toString()) {
+                    void this.refreshStatus();
+                }
+                return lenses;
+            },
             executeCommand: async (command, args, next) => {
                 if (command === ServerCommand.setTask && args.length < 2) {
                     return this.pickTask(args[0]);
@@ -131,6 +142,9 @@ export class SageCommands {
             );
             return undefined;
         }
+        if (!(await this.evaluatedIn(server, uri, shown.retrieval.episode_id))) {
+            return undefined;
+        }
         const choices = [...shown.retrieval.resident_rules, ...shown.retrieval.items].map((item) => ({
             label: item.title,
             description: `#${item.id} · utility ${item.utility.toFixed(2)}`,
@@ -153,6 +167,7 @@ export class SageCommands {
                 [uri, picked.map((p) => p.id), shown.retrieval.episode_id, lesson ? { title: lesson.slice(0, 120), content: lesson } : null],
             );
             this.retrievals.delete(uri);
+            await this.refreshMemory();
             const episode = shown.retrieval.episode_id;
             void showInformationMessage(report.credited === false
                 // No evaluation ran in the episode: the adoptions are kept but nothing is credited.
@@ -174,6 +189,7 @@ export class SageCommands {
             const report = await withProgress('SAGE: consolidating memory', () =>
                 server.execute<{ promoted: number[]; demoted: number[]; rulebook: unknown[]; tokens: number }>(ServerCommand.consolidate, []),
             );
+            await this.refreshMemory();
             void showInformationMessage(
                 `SAGE: promoted ${report.promoted.length}, demoted ${report.demoted.length}; rulebook ${report.rulebook.length} rules, ${report.tokens} tokens.`,
             );
@@ -181,6 +197,38 @@ export class SageCommands {
         } catch (err) {
             void showErrorMessage(`SAGE: ${messageOf(err)}`);
             return undefined;
+        }
+    }
+
+    /**
+     * Whether the file's last evaluation ran inside `episode` (only such an
+     * evaluation is credited). If it ran before the rules were retrieved,
+     * offer to benchmark again inside the episode, or to close it without credit.
+     */
+    private async evaluatedIn(server: SageServer, uri: string, episode: number): Promise<boolean> {
+        const last = await server.execute<ResultSummary | null>(ServerCommand.lastResult, [uri]);
+        if (last?.result?.episode_id === episode) {
+            return true;
+        }
+        const benchmark = 'Benchmark, then record';
+        const answer = await showWarningMessage(
+            last?.result
+                ? `SAGE: this file's last benchmark ran before the rules were retrieved, outside episode ${episode}; only an evaluation inside the episode is credited.`
+                : `SAGE: this file has not been benchmarked in episode ${episode}; only an evaluation inside the episode is credited.`,
+            benchmark,
+            'Record without credit',
+        );
+        if (answer === benchmark) {
+            const summary = await this.benchmark(false);
+            return summary?.result?.episode_id === episode;
+        }
+        return answer !== undefined;
+    }
+
+    /** Re-render the memory view where it is open, after something changed what it lists. */
+    private async refreshMemory(): Promise<void> {
+        if (this.panels.get(MEMORY_VIEW)) {
+            await this.showMemory();
         }
     }
 
@@ -265,7 +313,7 @@ export class SageCommands {
         if (!target || !server) {
             return undefined;
         }
-        const tasks = await server.execute<TaskChoice[]>(ServerCommand.listTasks, []);
+        const tasks = byFileName(await server.execute<TaskChoice[]>(ServerCommand.listTasks, []), target);
         const other = { label: '$(edit) Another task id or a reference file path…', id: '' };
         const picked = await showQuickPick(
             [...tasks.map((t) => ({ label: t.id, description: `${t.name} · level ${t.level}`, id: t.id })), other],
@@ -292,6 +340,19 @@ export class SageCommands {
     dispose(): void {
         this.panels.dispose();
     }
+}
+
+/** The tasks the file is named after first (`softmax_fast.py`: softmax), the rest in the server's order. */
+export function byFileName(tasks: TaskChoice[], uri: string): TaskChoice[] {
+    const stem = decodeURIComponent(uri.split('/').pop() ?? '').replace(/\.[^.]*$/, '').toLowerCase();
+    const words = stem.split(/[^a-z0-9]+/).filter((w) => w);
+    const rank = (t: TaskChoice): number => {
+        const id = t.id.toLowerCase();
+        if (id === stem) return 0;
+        if (stem.startsWith(id) || words.includes(id)) return 1;
+        return stem.includes(id) ? 2 : 3;
+    };
+    return tasks.map((t, i) => ({ t, i, r: rank(t) })).sort((a, b) => a.r - b.r || a.i - b.i).map((x) => x.t);
 }
 
 function messageOf(err: unknown): string {

@@ -1,12 +1,12 @@
 // Wiring only: settings, interpreter, the language client, commands, MCP.
-import type { ExtensionContext, LogOutputChannel } from 'vscode';
+import type { ExtensionContext, LogOutputChannel, TextDocument } from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
 import { SageCommands } from './commands';
 import { loadServerInfo, ServerCommand } from './constants';
 import { registerMcpServer } from './mcp';
 import { findInterpreter } from './python';
-import { asSageServer, createClient, SageServer } from './server';
-import { getSettings, languageServerSettings, LIVE_KEYS, RESTART_KEYS } from './settings';
+import { asSageServer, createClient, SageErrorHandler, SageServer, ServerLog } from './server';
+import { changedRestartKeys, getSettings, languageServerSettings, LIVE_KEYS, SageSettings } from './settings';
 import { ResultStatus } from './statusBar';
 import type { ResultSummary } from './types';
 import {
@@ -15,10 +15,17 @@ import {
     getWorkspaceFolders,
     onDidChangeActiveTextEditor,
     onDidChangeConfiguration,
+    showErrorMessage,
+    showInformationMessage,
 } from './vscodeapi';
 
 let client: LanguageClient | undefined;
 let server: SageServer | undefined;
+
+/** Documents the server can evaluate: files and unsaved editors, not Output panels or settings views. */
+export function isKernelDocument(document: TextDocument | undefined): document is TextDocument {
+    return document !== undefined && (document.uri.scheme === 'file' || document.uri.scheme === 'untitled');
+}
 
 export async function activate(context: ExtensionContext): Promise<void> {
     const info = loadServerInfo(context.extensionPath);
@@ -28,29 +35,47 @@ export async function activate(context: ExtensionContext): Promise<void> {
     const interpreter = () => findInterpreter(settings().pythonPath, folders);
 
     const status = new ResultStatus();
-    const commands = new SageCommands(() => server, status, () => restart());
+    const log = new ServerLog();
+    const refreshStatus = () => showLastResult(output, status);
+    const commands = new SageCommands(() => server, status, () => restart(), refreshStatus);
     const mcp = registerMcpServer(info, { interpreter, settings });
+    let started: SageSettings = settings();
 
     async function restart(): Promise<void> {
         await stop();
+        log.clear();
+        started = settings();
         const python = await interpreter();
-        output.info(`Starting ${python} -m ${info.module}`);
-        const next = createClient(info, {
-            interpreter: python,
-            settings: settings(),
-            cwd: folders[0],
-            outputChannel: output,
-            middleware: commands.middleware(),
-        });
+        output.info(`Starting ${python} -m ${info.module} (memory: ${started.databasePath || "SAGE's default"})`);
+        const errorHandler = new SageErrorHandler(log);
+        const next = createClient(
+            info,
+            { interpreter: python, settings: started, cwd: folders[0], outputChannel: output, middleware: commands.middleware() },
+            log,
+            errorHandler,
+        );
         try {
             await next.start();
         } catch (err) {
+            // The notification itself says why: the server's own last lines, not only "see the output".
+            const why = log.tail() || String(err);
             output.error(`SAGE language server did not start: ${err}`);
+            status.showDown(why);
+            void showErrorMessage(`SAGE: the language server (${python} -m ${info.module}) did not start:\n${why}`);
+            void next.dispose().catch(() => undefined);
             throw err;
         }
+        errorHandler.running = true;
+        next.onDidChangeState((e) => {
+            // 1 = Stopped: the client gave up on a crashed server (or was stopped).
+            if (e.newState === 1 && client === next) {
+                server = undefined;
+                status.showDown(log.tail() || 'it stopped');
+            }
+        });
         client = next;
         server = asSageServer(next);
-        await showLastResult(output, status);
+        await refreshStatus();
     }
 
     context.subscriptions.push(
@@ -59,11 +84,20 @@ export async function activate(context: ExtensionContext): Promise<void> {
         commands,
         mcp.disposable,
         ...commands.register(),
-        onDidChangeActiveTextEditor(() => void showLastResult(output, status)),
+        onDidChangeActiveTextEditor((editor) => {
+            // Focusing a panel or the Output view is no reason to forget the kernel's result.
+            if (isKernelDocument(editor?.document)) {
+                void refreshStatus();
+            }
+        }),
         onDidChangeConfiguration((e) => {
-            if (RESTART_KEYS.some((key) => e.affectsConfiguration(key))) {
+            const moved = changedRestartKeys(started, settings());
+            if (moved.length > 0) {
+                // Only a setting whose value really moved restarts (a remote
+                // window reloads machine settings without changing them).
                 mcp.changed();
-                void restart();
+                void showInformationMessage(`SAGE: restarting the language server: ${moved.join(', ')} changed.`);
+                void restart().catch(() => undefined);
             } else if (client && LIVE_KEYS.some((key) => e.affectsConfiguration(key))) {
                 void client.sendNotification('workspace/didChangeConfiguration', {
                     settings: { sage: languageServerSettings(settings()) },
@@ -74,22 +108,26 @@ export async function activate(context: ExtensionContext): Promise<void> {
     try {
         await restart();
     } catch {
-        // Already logged; the extension stays active so "Restart server" works
+        // Already shown; the extension stays active so "Restart server" works
         // once the interpreter setting is fixed.
     }
 }
 
+/** The status bar shows the active kernel file's last evaluation, the same one its lens shows. */
 async function showLastResult(output: LogOutputChannel, status: ResultStatus): Promise<void> {
-    const editor = activeTextEditor();
-    if (!editor || !server) {
-        status.show(null);
+    const document = activeTextEditor()?.document;
+    if (!isKernelDocument(document) || !server) {
         return;
     }
+    const uri = document.uri.toString();
     try {
-        status.show(await server.execute<ResultSummary | null>(ServerCommand.lastResult, [editor.document.uri.toString()]));
+        const summary = await server.execute<ResultSummary | null>(ServerCommand.lastResult, [uri]);
+        if (activeTextEditor()?.document.uri.toString() === uri) {
+            status.show(summary, uri);
+        }
     } catch (err) {
-        output.warn(`SAGE: no last result for ${editor.document.uri.toString()}: ${err}`);
-        status.show(null);
+        output.warn(`SAGE: no last result for ${uri}: ${err}`);
+        status.show(null, uri);
     }
 }
 

@@ -31,8 +31,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .neg { color: var(--vscode-testing-iconFailed, #b22); }
 .muted { color: var(--vscode-descriptionForeground, #666); font-size: 90%; }
 details summary { cursor: pointer; }
-pre { white-space: pre-wrap; }
-button { margin-right: 4px; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; }
+td { overflow-wrap: anywhere; }
+div.actions { margin-top: 4px; }
+button { margin: 0 4px 4px 0; white-space: nowrap; }
 svg.roofline { max-width: 100%; height: auto; }
 </style>
 </head>

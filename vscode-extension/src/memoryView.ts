@@ -6,7 +6,8 @@ export interface RenderOptions {
     cspSource?: string;
 }
 
-// Buttons post {command, id} back to the extension, which asks before it
+// Buttons sit under each title, where a narrow panel cannot push them out of
+// sight, and post {command, id} back to the extension, which asks before it
 // deletes (webviews cannot show modal dialogs themselves).
 const SCRIPT = `
 const api = typeof acquireVsCodeApi === 'function' ? acquireVsCodeApi() : undefined;
@@ -47,12 +48,12 @@ function row(item: Item): string {
 <td class="num">${item.id}</td>
 <td><details><summary class="title">${escapeHtml(item.title)}</summary><pre>${escapeHtml(item.content)}</pre>${
         item.code ? `<pre><code>${escapeHtml(item.code)}</code></pre>` : ''
-    }</details><span class="muted">${escapeHtml(item.kind)} · ${escapeHtml(item.status)} · ${item.tokens} tokens</span></td>
+    }</details><span class="muted">${escapeHtml(item.kind)} · ${escapeHtml(item.status)} · ${item.tokens} tokens</span>
+<div class="actions"><button data-action="quarantine" data-id="${item.id}" title="Never show this item again (kept for the audit trail)">Quarantine</button><button data-action="delete" data-id="${item.id}">Delete</button></div></td>
 <td class="num utility ${utilityClass}">${formatUtility(item.utility)}</td>
 <td class="num adoptions">${item.n_adopted} / ${item.n_retrieved}${operators}</td>
 <td class="num">${Math.round(item.adoption_rate * 100)}%</td>
 <td class="provenance">${provenance(item)}</td>
-<td><button data-action="quarantine" data-id="${item.id}" title="Never show this item again (kept for the audit trail)">Quarantine</button><button data-action="delete" data-id="${item.id}">Delete</button></td>
 </tr>`;
 }
 
@@ -62,7 +63,7 @@ function table(caption: string, id: string, items: Item[], empty: string): strin
     }
     return `<h2>${escapeHtml(caption)}</h2>
 <table id="${id}">
-<thead><tr><th>id</th><th>title</th><th>utility</th><th>adopted / shown</th><th>adoption rate</th><th>provenance</th><th></th></tr></thead>
+<thead><tr><th>id</th><th>title</th><th>utility</th><th>adopted / shown</th><th>adoption rate</th><th>provenance</th></tr></thead>
 <tbody>
 ${items.map(row).join('\n')}
 </tbody>

@@ -14,7 +14,10 @@ export class Panels {
     ): WebviewPanel {
         let panel = this.open.get(viewType);
         if (!panel) {
-            panel = createWebviewPanel(viewType, title);
+            // SAGE's panels share one group (tabs), rather than each opening
+            // beside whichever one has focus and pushing the code aside.
+            const group = [...this.open.values()].find((p) => p.viewColumn !== undefined)?.viewColumn;
+            panel = createWebviewPanel(viewType, title, group);
             this.open.set(viewType, panel);
             panel.onDidDispose(() => this.open.delete(viewType));
             if (onMessage) {

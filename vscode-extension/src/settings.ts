@@ -68,5 +68,13 @@ export function languageServerSettings(settings: SageSettings): { benchmarkOnSav
 /** Settings whose change needs the servers restarted. */
 export const RESTART_KEYS = ['sage.pythonPath', 'sage.databasePath', 'sage.backend', 'sage.chip'];
 
+/** The restart settings whose effective value differs between `before` and `after`. */
+export function changedRestartKeys(before: SageSettings, after: SageSettings): string[] {
+    return RESTART_KEYS.filter((key) => {
+        const name = key.slice('sage.'.length) as keyof SageSettings;
+        return before[name] !== after[name];
+    });
+}
+
 /** Settings sent to the running language server instead. */
 export const LIVE_KEYS = ['sage.benchmarkOnSave'];

@@ -14,12 +14,21 @@ export function statusText(summary: ResultSummary | null | undefined): StatusTex
         return { text: '$(beaker) SAGE', tooltip: 'No SAGE evaluation of this file yet. Click to benchmark it.' };
     }
     const r = summary.result;
-    const icon = r.correct ? '$(check)' : '$(error)';
+    // A check mark only where the kernel is correct and no slower than the reference.
+    const icon = !r.correct ? '$(error)' : r.speedup != null && r.speedup < 1 ? '$(arrow-down)' : '$(check)';
     const unverified = r.speedup_trusted === false ? ' (unverified)' : '';
     const headline = r.correct && r.speedup != null ? `${r.speedup.toFixed(2)}x${unverified}` : r.status.replace('_', ' ');
     const stale = summary.stale ? ' $(history)' : '';
     const where = r.profile?.summary ? `\nWhere the time goes: ${r.profile.summary}` : '';
     return { text: `${icon} SAGE ${headline}${stale}`, tooltip: summary.summary + where };
+}
+
+/** The status bar line while the language server is not running, and why. */
+export function downText(reason: string): StatusText {
+    return {
+        text: '$(debug-disconnect) SAGE: server not running',
+        tooltip: `The SAGE language server is not running, so no results can be shown.\n${reason}\nClick to restart it.`,
+    };
 }
 
 export class ResultStatus {
@@ -32,8 +41,22 @@ export class ResultStatus {
         this.show(null);
     }
 
-    show(summary: ResultSummary | null | undefined): void {
-        const { text, tooltip } = statusText(summary);
+    /** The document the line describes (a summary's uri), so a late answer for another file is dropped. */
+    uri: string | undefined;
+
+    show(summary: ResultSummary | null | undefined, uri: string | undefined = summary?.uri): void {
+        this.uri = uri;
+        this.item.command = ClientCommand.benchmarkFile;
+        this.set(statusText(summary));
+    }
+
+    showDown(reason: string): void {
+        this.uri = undefined;
+        this.item.command = ClientCommand.restartServer;
+        this.set(downText(reason));
+    }
+
+    private set({ text, tooltip }: StatusText): void {
         this.item.text = text;
         this.item.tooltip = tooltip;
         this.item.show();

@@ -66,8 +66,9 @@ export function withProgress<R>(title: string, task: () => Thenable<R>): Thenabl
     return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title }, task);
 }
 
-export function createWebviewPanel(viewType: string, title: string): vscode.WebviewPanel {
-    return vscode.window.createWebviewPanel(viewType, title, vscode.ViewColumn.Beside, {
+/** A webview in `column` (a group's number), or beside the active editor. */
+export function createWebviewPanel(viewType: string, title: string, column?: number): vscode.WebviewPanel {
+    return vscode.window.createWebviewPanel(viewType, title, column ?? vscode.ViewColumn.Beside, {
         enableScripts: true,
         retainContextWhenHidden: false,
     });

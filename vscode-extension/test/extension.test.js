@@ -213,6 +213,7 @@ test('record adoption offers what retrieval showed and sends the picked ids and 
     assert.match(rulesPanel.webview.html, /Rules for gelu/);
 
     responses['sage.recordAdoption'] = { episode_id: 5, reward: 0.4, updates: [{}, {}], closed: true };
+    responses['sage.lastResult'] = { ...CORRECT, result: { ...CORRECT.result, episode_id: 5 } };
     stub.state.quickPickAnswers.push((items) => items.filter((i) => i.id === 2));
     stub.state.inputBoxAnswers.push('Use a 1-D grid');
     await vscode.commands.executeCommand('sage.adopt');
@@ -223,6 +224,8 @@ test('record adoption offers what retrieval showed and sends the picked ids and 
     // An episode with no evaluation closes without credit, and says so rather than "reward pending".
     await vscode.commands.executeCommand('sage.showRules');
     responses['sage.recordAdoption'] = { episode_id: 5, reward: null, updates: [], closed: true, credited: false };
+    responses['sage.lastResult'] = null;
+    stub.state.warningAnswers.push('Record without credit');
     stub.state.quickPickAnswers.push((items) => items.filter((i) => i.id === 2));
     stub.state.inputBoxAnswers.push('');
     await vscode.commands.executeCommand('sage.adopt');
@@ -272,7 +275,111 @@ test('a server that fails to start leaves the extension active with a clear mess
     await activate();
     await vscode.commands.executeCommand('sage.benchmarkFile');
     const shown = stub.calls.filter((c) => c.name === 'window.showErrorMessage').map((c) => c.args[0]);
-    assert.match(shown[0], /language server is not running.*Restart server/);
+    assert.match(shown[0], /language server \(\/opt\/venv\/bin\/python -m sage_mcp.lsp\) did not start:\n.*ENOENT/);
+    assert.match(shown[1], /language server is not running.*Restart server/);
+    // The status bar says the server is down, not "no evaluation yet", and a click restarts it.
+    assert.equal(stub.state.statusBarItem.text, '$(debug-disconnect) SAGE: server not running');
+    assert.equal(stub.state.statusBarItem.command, 'sage.restartServer');
+    assert.match(stub.state.statusBarItem.tooltip, /ENOENT/);
+});
+
+test('a correct kernel slower than the reference gets no check mark', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    responses['sage.benchmark'] = { ...CORRECT, result: { ...CORRECT.result, speedup: 0.48 } };
+    await vscode.commands.executeCommand('sage.benchmarkFile');
+    assert.equal(stub.state.statusBarItem.text, '$(arrow-down) SAGE 0.48x');
+});
+
+test('focusing a panel or the Output view keeps the kernel file\'s result in the status bar and asks nothing about them', async () => {
+    stub.setActiveEditor(editor());
+    responses['sage.lastResult'] = (args) => ({ ...CORRECT, uri: args[0] });
+    await activate();
+    assert.equal(stub.state.statusBarItem.text, '$(check) SAGE 2.31x');
+    const asked = serverCommands().length;
+    stub.setActiveEditor(undefined); // a webview panel took focus
+    stub.setActiveEditor({ document: { uri: new vscode.Uri('output', 'extension-output-sage-npu.sage-kernels-#1-SAGE'), languageId: 'log' } });
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(serverCommands().length, asked, 'no request for a non-file document');
+    assert.equal(stub.state.statusBarItem.text, '$(check) SAGE 2.31x');
+});
+
+test('the status bar is read again whenever the active file\'s lenses are, so it always shows the lens\'s evaluation', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    responses['sage.lastResult'] = (args) => ({ ...CORRECT, uri: args[0], stale: true });
+    const middleware = LanguageClient.instances.at(-1).clientOptions.middleware;
+    const document = stub.state.activeTextEditor.document;
+    const lenses = await middleware.provideCodeLenses(document, {}, async () => ['lens']);
+    assert.deepEqual(lenses, ['lens']);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(stub.state.statusBarItem.text, '$(check) SAGE 2.31x $(history)');
+    // Lenses of a file in another editor leave the status bar alone.
+    const asked = serverCommands().length;
+    await middleware.provideCodeLenses({ uri: vscode.Uri.file('/ws/other.py') }, {}, async () => []);
+    assert.equal(serverCommands().length, asked);
+});
+
+test('a setting event that changes no value restarts nothing; a real change says so', async () => {
+    await activate();
+    stub.changeConfiguration(['sage.databasePath', 'sage.pythonPath']);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(LanguageClient.instances.length, 1, 'no restart when the values did not move');
+    stub.state.configuration['sage.databasePath'] = '/data/team.db';
+    stub.changeConfiguration(['sage.databasePath']);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(LanguageClient.instances.length, 2);
+    const told = stub.calls.filter((c) => c.name === 'window.showInformationMessage').map((c) => c.args[0]);
+    assert.deepEqual(told, ['SAGE: restarting the language server: sage.databasePath changed.']);
+});
+
+test('the task picker lists the task the file is named after first', async () => {
+    stub.setActiveEditor(editor('/ws/kernels/softmax_fast.py'));
+    await activate();
+    responses['sage.listTasks'] = ['conv2d', 'gelu', 'log_softmax', 'softmax'].map((id) => ({ id, name: id, level: 1 }));
+    let offered;
+    stub.state.quickPickAnswers.push((items) => {
+        offered = items.map((i) => i.id);
+        return undefined;
+    });
+    await vscode.commands.executeCommand('sage.pickTask');
+    assert.deepEqual(offered, ['softmax', 'conv2d', 'gelu', 'log_softmax', '']);
+});
+
+test('record adoption after a benchmark outside the episode offers to benchmark inside it, then refreshes the memory view', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    responses['sage.memory'] = { rules: [], items: [] };
+    await vscode.commands.executeCommand('sage.showMemory');
+    const scored = (id, title) => ({ id, kind: 'experience', title, content: 'c', tags: [], utility: 0.1, n_adopted: 0,
+        adoption_rate: 0, similarity: 0.5, exploration: 0, score: 0.6, rank: 1 });
+    responses['sage.retrieveRules'] = { uri: 'file:///ws/kernels/k.py', task: 'gelu',
+        retrieval: { episode_id: 7, resident_rules: [], items: [scored(3, 'Item three')], filtered_out: {}, tokens: 40 } };
+    await vscode.commands.executeCommand('sage.showRules');
+    // The file's last benchmark ran before the retrieval: in no episode.
+    responses['sage.lastResult'] = { ...CORRECT, result: { ...CORRECT.result, episode_id: null } };
+    responses['sage.benchmark'] = { ...CORRECT, result: { ...CORRECT.result, episode_id: 7 } };
+    responses['sage.recordAdoption'] = { episode_id: 7, reward: 0.3, updates: [{}], closed: true, credited: true };
+    stub.state.warningAnswers.push('Benchmark, then record');
+    stub.state.quickPickAnswers.push((items) => items);
+    stub.state.inputBoxAnswers.push('');
+    await vscode.commands.executeCommand('sage.adopt');
+    const warned = stub.calls.filter((c) => c.name === 'window.showWarningMessage').at(-1).args[0];
+    assert.match(warned, /last benchmark ran before the rules were retrieved, outside episode 7/);
+    const sent = serverCommands().map((c) => c[0]);
+    assert.deepEqual(sent.slice(-4), ['sage.lastResult', 'sage.benchmark', 'sage.recordAdoption', 'sage.memory']);
+    assert.equal(sent.filter((c) => c === 'sage.memory').length, 2, 'the open memory view was re-rendered');
+});
+
+test('SAGE\'s panels open as tabs of one group, not each in a new column', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    responses['sage.memory'] = { rules: [], items: [] };
+    responses['sage.lastResult'] = CORRECT;
+    await vscode.commands.executeCommand('sage.showMemory');
+    await vscode.commands.executeCommand('sage.showProfile');
+    const columns = stub.calls.filter((c) => c.name === 'window.createWebviewPanel').map((c) => c.args[2]);
+    assert.deepEqual(columns, [vscode.ViewColumn.Beside, 2]);
 });
 
 test('show where the time goes asks the server for the file\'s last result and renders its profile in one panel', async () => {

@@ -74,3 +74,31 @@ test('headless Chromium shows rule titles, utilities and quarantine buttons', { 
         fs.rmSync(dir, { recursive: true, force: true });
     }
 });
+
+// Measures every action button once laid out: inside the window, and its label not cut.
+const MEASURE = `
+window.addEventListener('load', () => {
+    const width = document.documentElement.clientWidth;
+    const cut = [...document.querySelectorAll('button[data-action]')]
+        .filter((b) => b.getBoundingClientRect().right > width || b.scrollWidth > b.clientWidth)
+        .map((b) => b.dataset.action + b.dataset.id);
+    document.body.setAttribute('data-cut', cut.join(' ') || 'none');
+});`;
+
+test('in a narrow panel with long items every Quarantine and Delete button is whole and inside it', { skip: SKIP }, () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'sage-view-'));
+    try {
+        const long = item(9, 'Fuse_the_row_maximum_and_the_exponential_into_one_pass_over_unified_buffer_tiles', 0.2, {
+            content: 'x'.repeat(400),
+            operators_adopted: ['softmax', 'log_softmax', 'cross_entropy', 'layer_norm'],
+        });
+        const html = renderMemoryHtml([long, ...ITEMS], RULES, { nonce: 'testnonce', cspSource: "'self'" })
+            .replace('<script nonce="testnonce">', `<script nonce="testnonce">${MEASURE}</script>\n<script nonce="testnonce">`);
+        const page = path.join(dir, 'memory.html');
+        fs.writeFileSync(page, html);
+        const dom = chromium(['--window-size=520,700', '--dump-dom', `file://${page}`], dir);
+        assert.match(dom, /data-cut="none"/);
+    } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+    }
+});

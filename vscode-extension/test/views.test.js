@@ -166,3 +166,21 @@ test('status bar tooltip carries where the time goes', () => {
     const { tooltip } = statusText(summary);
     assert.equal(tooltip, '0.63x vs reference · correct · cpu\nWhere the time goes: memory-bound at 38% of measured bandwidth; the reference launches 1 torch op a call, the candidate 1: nothing was fused');
 });
+
+test('server log lines reach the output channel at the level they were logged at, tracebacks with theirs', () => {
+    const { ServerLog } = require('../out/server.js');
+    const seen = [];
+    const channel = Object.fromEntries(['debug', 'info', 'warn', 'error'].map((level) => [level, (line) => seen.push([level, line])]));
+    const log = new ServerLog();
+    for (const line of [
+        '2026-12-07 02:10:01,123 sage.lsp INFO opening memory /ws/memory.db (backend cpu)',
+        '2026-12-07 02:10:02,456 sage.lsp WARNING no last result for file:///ws/k.py: gone',
+        '2026-12-07 02:10:03,789 pygls.protocol ERROR Failed to handle request',
+        'Traceback (most recent call last):',
+        'sage-lsp: error: unrecognized arguments: --pipe=x',
+    ]) {
+        log.write(line, channel);
+    }
+    assert.deepEqual(seen.map(([level]) => level), ['info', 'warn', 'error', 'error', 'error']);
+    assert.equal(log.tail(1), 'sage-lsp: error: unrecognized arguments: --pipe=x');
+});

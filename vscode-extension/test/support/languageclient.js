@@ -15,6 +15,7 @@ const {
 } = require('vscode-languageserver-protocol/node');
 
 const instances = [];
+const TransportKind = { stdio: 0, ipc: 1, pipe: 2, socket: 3 };
 
 class LanguageClient {
     constructor(id, name, serverOptions, clientOptions) {
@@ -24,7 +25,17 @@ class LanguageClient {
         this.stopped = false;
         this.notifications = []; // from the server (stdio mode)
         this.sent = []; // notifications the extension sent
+        this.stateListeners = [];
         instances.push(this);
+    }
+
+    onDidChangeState(listener) {
+        this.stateListeners.push(listener);
+        return { dispose: () => (this.stateListeners = this.stateListeners.filter((l) => l !== listener)) };
+    }
+
+    async dispose() {
+        this.disposed = true;
     }
 
     async start() {
@@ -63,11 +74,20 @@ class LanguageClient {
     }
 
     async _startStdio() {
-        const { command, args, options } = this.serverOptions;
-        const proc = spawn(command, args, { cwd: options.cwd, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
+        const { command, args, options, transport } = this.serverOptions;
+        // As vscode-languageclient does for an executable on the stdio transport.
+        const argv = transport === TransportKind.stdio ? [...args, '--stdio'] : args;
+        const proc = spawn(command, argv, { cwd: options.cwd, env: options.env, stdio: ['pipe', 'pipe', 'pipe'] });
         this.stderr = '';
         proc.stderr.on('data', (d) => (this.stderr += d.toString()));
+        const pipe = this.clientOptions.stdioOptions?.stderr;
+        if (pipe) {
+            pipe(proc.stderr, this.clientOptions.outputChannel);
+        }
         this.exited = new Promise((resolve) => proc.on('exit', resolve));
+        const died = this.exited.then((code) => {
+            throw new Error(`Server process exited with code ${code}.`);
+        });
         const connection = createProtocolConnection(new StreamMessageReader(proc.stdout), new StreamMessageWriter(proc.stdin));
         connection.onRequest('workspace/codeLens/refresh', () => null);
         connection.onRequest('window/workDoneProgress/create', () => null);
@@ -76,7 +96,7 @@ class LanguageClient {
         connection.listen();
         this.connection = connection;
         const root = options.cwd;
-        await connection.sendRequest('initialize', {
+        const initialize = connection.sendRequest('initialize', {
             processId: process.pid,
             rootUri: root ? `file://${root}` : null,
             workspaceFolders: root ? [{ uri: `file://${root}`, name: 'ws' }] : null,
@@ -87,6 +107,9 @@ class LanguageClient {
                 textDocument: { codeLens: {}, hover: { contentFormat: ['markdown'] }, publishDiagnostics: {} },
             },
         });
+        // A server that exits before it answers fails start(), as with the real client.
+        await Promise.race([initialize, died]);
+        died.catch(() => undefined);
         await connection.sendNotification('initialized', {});
         const editor = require('vscode').window.activeTextEditor;
         if (editor) {
@@ -107,6 +130,8 @@ LanguageClient.instances = instances;
 
 module.exports = {
     LanguageClient,
-    TransportKind: { stdio: 0, ipc: 1, pipe: 2, socket: 3 },
+    TransportKind,
     State: { Stopped: 1, Starting: 3, Running: 2 },
+    ErrorAction: { Continue: 1, Shutdown: 2 },
+    CloseAction: { DoNotRestart: 1, Restart: 2 },
 };

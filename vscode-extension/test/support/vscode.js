@@ -166,6 +166,8 @@ const vscode = {
         createWebviewPanel(viewType, title, column, options) {
             record('window.createWebviewPanel', [viewType, title, column, options]);
             const panel = makeWebviewPanel(viewType, title);
+            // Beside the editor in the first group; VS Code numbers groups from 1.
+            panel.viewColumn = column === vscode.ViewColumn.Beside ? 2 : column;
             (state.panels ??= []).push(panel);
             return panel;
         },
