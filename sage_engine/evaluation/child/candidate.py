@@ -134,6 +134,8 @@ class CandidateSide(Side):
                 [diagnostics.diagnostic("harness", "inputs header without a row")],
             )
         case = Case(int(header["case"]), self.load_reference(row), str(header.get("variant") or ""), str(header.get("at") or ""))
+        if self.hook is not None:
+            self.hook.on_case(case.variant, case.at, self.declared_at)
         seed = int(header.get("model_seed", self.req.seed))
         # Seeded as the reference seeds its Model: the same parameters.
         self.reseed(seed)
@@ -301,8 +303,8 @@ def at_variant(declared_at: str, case: Case, failure: Failure) -> Failure:
     """A failure at sizes the kernel was not written for: `incorrect`, naming them."""
     if not case.variant:
         return failure
-    hint = changes.variant_hint(case.variant)
-    return Failure("incorrect", f"correct at {declared_at}, fails at {case.at} ({case.variant}): {hint} {failure.message}", failure.diags)
+    message = changes.failed_at(declared_at, case.at, case.variant, failure.message)
+    return Failure("incorrect", message, failure.diags, variant=case.variant, at=case.at)
 
 
 def inputs_lost(exc: wire.ProtocolError) -> Failure:

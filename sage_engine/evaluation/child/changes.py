@@ -189,3 +189,8 @@ HINTS = {
 
 def variant_hint(name: str) -> str:
     return HINTS.get(name, "a kernel that assumes its sizes?")
+
+
+def failed_at(declared_at: str, at: str, variant: str, message: str, verb: str = "fails") -> str:
+    """A failure at sizes the kernel was not written for, in the words every such verdict uses."""
+    return f"correct at {declared_at}, {verb} at {at} ({variant}): {variant_hint(variant)} {message}"

@@ -213,15 +213,13 @@ class ReferenceSide(Side):
         result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed, scaled_inputs=variant.scale is not None)
         message = result.message
         if not result.ok:
-            message = (
-                f"correct at {self.declared_at}, wrong at {at} ({variant.name}): {changes.variant_hint(variant.name)} {result.message}"
-            )
+            message = changes.failed_at(self.declared_at, at, variant.name, result.message, "wrong")
         self.emit.send(
             CaseEvent(case_result=CaseResult(row, 0, result.ok, result.max_abs_error, result.max_rel_error, message, variant=variant.name))
         )
         self.judgement.variants.append(VariantRow(variant.name, "passed" if result.ok else "failed", at))
         if not result.ok:
-            self.emit.send(Verdict(status="incorrect", message=message))
+            self.emit.send(Verdict(status="incorrect", message=message, judgement=Judgement(variants=list(self.judgement.variants))))
         return result.ok
 
     def read_frame(self, index: int, trial: Any) -> dict[str, Any]:
