@@ -171,10 +171,10 @@ class ReferenceSide(Side):
                 module, model = self.build(row, seed)
                 made = self.make_inputs(index, module, seed)
                 if variant.scale:
-                    if not all(wire.shareable(v, self.torch) for v in made):
-                        reasons.append("its inputs cannot cross to the candidate, so they cannot be scaled")
+                    made, unscaled = large_values(self, index, module, seed, made, variant.scale)
+                    if unscaled:
+                        reasons.append(unscaled)
                         break
-                    made = changes.scaled(made, variant.scale)
                 sent = self.clone(made)  # as made: a reference that updates its inputs changes `made` itself
                 values = self.on_device(made)
                 pristine = self.clone(values)
@@ -283,3 +283,17 @@ class ReferenceSide(Side):
         if verb in ("fresh", "stale", "check", "spot"):
             return self.checks.command(verb, arg)
         return super().command(verb, arg)
+
+
+def large_values(side: ReferenceSide, index: int, module: Any, seed: int, made: list[Any], scale: float) -> tuple[list[Any], str]:
+    """A variant's inputs at large values: the task's builder run again on
+    the same seed with its floating draws scaled (`changes.large_values`);
+    with why not where there are none."""
+    if not all(wire.shareable(v, side.torch) for v in made):
+        return made, "its inputs cannot cross to the candidate, so they cannot be scaled"
+    with changes.scaled_draws(side.torch, scale):
+        drawn = side.make_inputs(index, module, seed)
+    large = changes.large_values(made, drawn)
+    if large is None:
+        return made, "the task draws no floating input through torch's random functions, so none can be scaled"
+    return large, ""
