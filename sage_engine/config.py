@@ -104,8 +104,9 @@ class Config:
     # Correctness also at two shape variants the kernel was not written for
     # (odd sizes, small sizes) and at large input magnitudes.
     shape_variants: bool = True
-    # The large-values variant multiplies floating inputs by this: x100 takes
-    # randn inputs past exp's float32 range (88) when the maximum is not subtracted.
+    # The large-values variant multiplies the task's floating random draws by
+    # this: x100 takes randn inputs past exp's float32 range (88) when the
+    # maximum is not subtracted.
     edge_scale: float = 100.0
     # An output whose largest magnitude is at most this many times atol is
     # compared relative to its own scale: under atol, zeros would pass.

@@ -28,6 +28,13 @@ MIN_SCALED = 8
 STRUCTURAL = re.compile(r"kernel|stride|pad|dilation|group|head|seed|bits", re.IGNORECASE)
 # A batch is a count of independent problems: it may go down to 1 (from 2 up).
 BATCH = re.compile(r"batch|^bs$|^b$|^num_batches$", re.IGNORECASE)
+# Below MIN_SCALABLE a slot is a size only where its name says it measures
+# something (or, in a case row, a key on its path does: `"shape"`): small
+# integers are axes (`dim = 1`), counts (`step`, `k`), orders and factors
+# more often than sizes.
+EXTENT = re.compile(r"channel|feature|class|hidden|len|width|height|depth|size|shape|rows|cols|vocab|embed|token", re.IGNORECASE)
+# A size of 1 is a broadcast or a kept dimension as often as an extent.
+MIN_EXTENT = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,15 @@ def scalable(slot: Slot) -> bool:
     if BATCH.search(slot.name):
         return slot.value >= 2
     return slot.value >= MIN_SCALABLE and not STRUCTURAL.search(slot.name)
+
+
+def small_extent(slot: Slot) -> bool:
+    """A size below MIN_SCALABLE that is one by its name (`out_channels = 7`,
+    an element of `input_shape`), never a batch or a structural parameter.
+    Scaling leaves these alone; shape variants change them."""
+    if BATCH.search(slot.name) or STRUCTURAL.search(slot.name) or not MIN_EXTENT <= slot.value < MIN_SCALABLE:
+        return False
+    return any(isinstance(part, str) and EXTENT.search(part) for part in (slot.name, *slot.key[1:]))
 
 
 def halve(value: int, name: str = "") -> int:

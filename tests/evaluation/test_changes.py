@@ -1,5 +1,5 @@
 """The input changes that keep verdicts honest (child side, pure torch):
-scaled inputs, a few values replaced, elements swapped before each timed call."""
+large values drawn by the task's builder, a few values replaced, elements swapped before each timed call."""
 
 from __future__ import annotations
 
@@ -12,10 +12,35 @@ from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.worker.timed import check_positions, churn_of
 
 
-def test_large_values_scale_measurements_and_leave_indices_and_masks_alone():
-    x, idx, mask = torch.randn(8), torch.tensor([0.0, 3.0, 5.0]), torch.tensor([1.0, 0.0, 1.0])
-    out = changes.scaled([x, idx, mask, 4], 100.0)
-    assert torch.equal(out[0], x * 100.0) and out[1] is idx and out[2] is mask and out[3] == 4
+def _sorted_gather_inputs():
+    torch.random.default_generator.manual_seed(7)
+    table = torch.randn(8, 4)
+    table[0] = 1.0  # what the task promises: row 0 is all ones
+    index = (torch.rand(5) * 8).long().sort().values
+    labels = torch.randint(0, 3, (5,)).float()
+    noise = torch.empty(6).normal_()
+    return [table, index, labels, noise, 4]
+
+
+def test_large_values_scale_the_builders_draws_and_keep_what_it_sets_indices_and_masks():
+    ordinary = _sorted_gather_inputs()
+    with changes.scaled_draws(torch, 100.0) as count:
+        drawn = _sorted_gather_inputs()
+    out = changes.large_values(ordinary, drawn)
+    assert out is not None and count == [3]  # randn, rand and normal_ (randint draws integers)
+    assert torch.equal(out[0][0], torch.ones(4)) and torch.equal(out[0][1:], ordinary[0][1:] * 100.0)
+    assert torch.equal(out[3], ordinary[3] * 100.0)
+    # Integers and whole numbers come from the ordinary draw: indices made from a scaled draw would change.
+    assert out[1] is ordinary[1] and out[2] is ordinary[2] and out[4] == 4
+    # Closed, torch draws as before.
+    assert torch.equal(_sorted_gather_inputs()[0], ordinary[0]) and "normal_" not in torch.Tensor.__dict__
+
+
+def test_large_values_are_none_where_the_builder_draws_nothing_at_random():
+    ones = [torch.ones(4), torch.arange(3)]
+    with changes.scaled_draws(torch, 100.0) as count:
+        drawn = [torch.ones(4), torch.arange(3)]
+    assert changes.large_values(ones, drawn) is None and count == [0]
 
 
 def test_a_stale_check_changes_exactly_a_few_values_of_each_floating_input():

@@ -133,7 +133,7 @@ class CandidateSide(Side):
                 "the reference process's first inputs of a case came without its row",
                 [diagnostics.diagnostic("harness", "inputs header without a row")],
             )
-        case = Case(int(header["case"]), self.load_reference(row), str(header.get("variant") or ""), str(header.get("at") or ""))
+        case = new_case(header, self.load_reference(row), self.hook, self.declared_at)
         seed = int(header.get("model_seed", self.req.seed))
         # Seeded as the reference seeds its Model: the same parameters.
         self.reseed(seed)
@@ -297,12 +297,20 @@ class CandidateSide(Side):
         return super().command(verb, arg)
 
 
+def new_case(header: dict[str, Any], module: Any, hook: Any, declared_at: str) -> Case:
+    """The case a header starts; a backend's hook learns which (a fault it finds later is placed there)."""
+    case = Case(int(header["case"]), module, str(header.get("variant") or ""), str(header.get("at") or ""))
+    if hook is not None:
+        hook.on_case(case.variant, case.at, declared_at)
+    return case
+
+
 def at_variant(declared_at: str, case: Case, failure: Failure) -> Failure:
     """A failure at sizes the kernel was not written for: `incorrect`, naming them."""
     if not case.variant:
         return failure
-    hint = changes.variant_hint(case.variant)
-    return Failure("incorrect", f"correct at {declared_at}, fails at {case.at} ({case.variant}): {hint} {failure.message}", failure.diags)
+    message = changes.failed_at(declared_at, case.at, case.variant, failure.message)
+    return Failure("incorrect", message, failure.diags, variant=case.variant, at=case.at)
 
 
 def inputs_lost(exc: wire.ProtocolError) -> Failure:

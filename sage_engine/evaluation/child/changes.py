@@ -1,8 +1,11 @@
 """Changes to a task's inputs that keep a verdict honest, and the words for them.
 
-- `scaled`: floating inputs at large magnitudes (the `large values`
-  variant): inputs holding whole numbers (indices, masks, labels kept as
-  floats) stay as they are.
+- `scaled_draws`, `large_values`: the inputs of the `large values` variant,
+  made by the task's own builder with torch's floating random draws scaled
+  as they are drawn, so whatever the builder does with its draws (a row set
+  to 1.0, a sort, a softmax, a mask) holds of them too; inputs that are not
+  floating or hold whole numbers (indices, masks, labels kept as floats)
+  come from the ordinary draw of the same seed.
 - `with_changes`: a few values of each floating input replaced by the same
   positions of another valid input set: the second input set of a stale
   check. A kernel that recognises its inputs by a sample of their values
@@ -16,9 +19,10 @@ Standard library and torch only (imported lazily): both children use it.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import secrets
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # Random positions drawn ahead for the swaps, on the inputs' device (one
 # host-to-device copy, not one per call); reused in turn once exhausted.
@@ -41,9 +45,69 @@ def whole_numbers(t: Any) -> bool:
     return finite.numel() > 0 and bool((finite == finite.round()).all())
 
 
-def scaled(values: list[Any], factor: float) -> list[Any]:
-    """The inputs with every floating tensor that is not whole numbers multiplied by `factor`."""
-    return [v * factor if floating(v) and not whole_numbers(v) else v for v in values]
+# torch's floating random draws: module functions, and the Tensor methods
+# that fill in place (torch.nn.init and torch.distributions draw through these).
+DRAWS = ("randn", "rand", "randn_like", "rand_like", "normal")
+DRAWS_IN_PLACE = ("normal_", "uniform_")
+
+
+@contextlib.contextmanager
+def scaled_draws(torch: Any, factor: float) -> Iterator[list[int]]:
+    """While open, every floating value torch draws at random comes out
+    `factor` times larger; yields a one-element list counting the draws scaled.
+    Only the reference process opens it, around the task's own builder."""
+    count = [0]
+
+    def scaled(draw: Callable[..., Any]) -> Callable[..., Any]:
+        def scaled_draw(*args: Any, **kwargs: Any) -> Any:
+            out = draw(*args, **kwargs)
+            if type(out) is torch.Tensor and (out.is_floating_point() or out.is_complex()):
+                with torch.no_grad():
+                    out.mul_(factor)
+                count[0] += 1
+            return out
+
+        return scaled_draw
+
+    functions = {name: getattr(torch, name) for name in DRAWS}
+    methods = {name: torch.Tensor.__dict__.get(name) for name in DRAWS_IN_PLACE}
+    try:
+        for name, draw in functions.items():
+            setattr(torch, name, scaled(draw))
+        for name in DRAWS_IN_PLACE:
+            setattr(torch.Tensor, name, scaled(getattr(torch.Tensor, name)))
+        yield count
+    finally:
+        for name, draw in functions.items():
+            setattr(torch, name, draw)
+        for name, method in methods.items():
+            if method is None:
+                delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, method)
+
+
+def large_values(ordinary: list[Any], drawn: list[Any]) -> list[Any] | None:
+    """The `large values` inputs: each floating input of the ordinary draw
+    that is not whole numbers taken from `drawn` (the same builder and seed,
+    draws scaled), the rest as drawn ordinarily; None where no input changed."""
+    import torch
+
+    if len(drawn) != len(ordinary):
+        return None
+    out, changed = [], False
+    for o, d in zip(ordinary, drawn):
+        take = (
+            floating(o)
+            and not whole_numbers(o)
+            and type(d) is torch.Tensor
+            and d.shape == o.shape
+            and d.dtype == o.dtype
+            and not torch.equal(d, o)
+        )
+        changed = changed or take
+        out.append(d if take else o)
+    return out if changed else None
 
 
 def with_changes(values: list[Any], other: list[Any], count: int, rng: random.Random) -> list[Any]:
@@ -189,3 +253,8 @@ HINTS = {
 
 def variant_hint(name: str) -> str:
     return HINTS.get(name, "a kernel that assumes its sizes?")
+
+
+def failed_at(declared_at: str, at: str, variant: str, message: str, verb: str = "fails") -> str:
+    """A failure at sizes the kernel was not written for, in the words every such verdict uses."""
+    return f"correct at {declared_at}, {verb} at {at} ({variant}): {variant_hint(variant)} {message}"

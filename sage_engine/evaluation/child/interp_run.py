@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.common import diagnostics
-from sage_engine.evaluation.child import correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice, interp_logic
+from sage_engine.evaluation.child import changes, correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice, interp_logic
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, HookReport, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
@@ -52,6 +52,13 @@ class InterpreterChecks:
             limit=int(args.get("autotune_configs", 4)), compare=self.compare, on_config=self.on_config, rotated=request.trials
         )
         self.autotune.install()
+        # The shape variant under way when the first fault was found: (name, its shapes, the declared shapes).
+        self.variant: tuple[str, str, str] | None = None
+
+    def on_case(self, variant: str, at: str, declared_at: str) -> None:
+        """The candidate process starts a case or shape variant ("" for a declared case)."""
+        if self.bounds.violation is None and self.autotune.mismatch is None:
+            self.variant = (variant, at, declared_at) if variant else None
 
     def on_config(self, tuner: Any, args: tuple, kwargs: dict, config: Any) -> None:
         """Every config of an autotuned kernel, run or not (the Ascend gate records them)."""
@@ -80,15 +87,23 @@ class InterpreterChecks:
         return event
 
     def fault(self) -> Fail | None:
+        """The fault found, if any; at a shape variant it is `incorrect` there,
+        as every failure at sizes the kernel was not written for is."""
         oob = self.bounds.violation
         if oob is not None:
-            return Fail(
+            found = Fail(
                 status="runtime_error", message=str(oob), diagnostics=[diagnostics.diagnostic("out_of_bounds", str(oob), line=oob.line)]
             )
-        bad = self.autotune.mismatch
-        if bad is not None:
-            return Fail(status="incorrect", message=str(bad), diagnostics=[diagnostics.diagnostic("autotune_config", str(bad))])
-        return None
+        elif self.autotune.mismatch is not None:
+            bad = str(self.autotune.mismatch)
+            found = Fail(status="incorrect", message=bad, diagnostics=[diagnostics.diagnostic("autotune_config", bad)])
+        else:
+            return None
+        if self.variant is not None:
+            name, at, declared_at = self.variant
+            found.status, found.variant, found.at = "incorrect", name, at
+            found.message = changes.failed_at(declared_at, at, name, found.message)
+        return found
 
     def with_version_note(self, event: Fail) -> Fail:
         text = event.message + " ".join(str(d.get("message", "")) for d in event.diagnostics)

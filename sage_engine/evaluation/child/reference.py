@@ -171,10 +171,10 @@ class ReferenceSide(Side):
                 module, model = self.build(row, seed)
                 made = self.make_inputs(index, module, seed)
                 if variant.scale:
-                    if not all(wire.shareable(v, self.torch) for v in made):
-                        reasons.append("its inputs cannot cross to the candidate, so they cannot be scaled")
+                    made, unscaled = large_values(self, index, module, seed, made, variant.scale)
+                    if unscaled:
+                        reasons.append(unscaled)
                         break
-                    made = changes.scaled(made, variant.scale)
                 sent = self.clone(made)  # as made: a reference that updates its inputs changes `made` itself
                 values = self.on_device(made)
                 pristine = self.clone(values)
@@ -213,15 +213,13 @@ class ReferenceSide(Side):
         result, _ = self.judge.frame(header, ref_out, values, pristine, observed=observed, scaled_inputs=variant.scale is not None)
         message = result.message
         if not result.ok:
-            message = (
-                f"correct at {self.declared_at}, wrong at {at} ({variant.name}): {changes.variant_hint(variant.name)} {result.message}"
-            )
+            message = changes.failed_at(self.declared_at, at, variant.name, result.message, "wrong")
         self.emit.send(
             CaseEvent(case_result=CaseResult(row, 0, result.ok, result.max_abs_error, result.max_rel_error, message, variant=variant.name))
         )
         self.judgement.variants.append(VariantRow(variant.name, "passed" if result.ok else "failed", at))
         if not result.ok:
-            self.emit.send(Verdict(status="incorrect", message=message))
+            self.emit.send(Verdict(status="incorrect", message=message, judgement=Judgement(variants=list(self.judgement.variants))))
         return result.ok
 
     def read_frame(self, index: int, trial: Any) -> dict[str, Any]:
@@ -285,3 +283,17 @@ class ReferenceSide(Side):
         if verb in ("fresh", "stale", "check", "spot"):
             return self.checks.command(verb, arg)
         return super().command(verb, arg)
+
+
+def large_values(side: ReferenceSide, index: int, module: Any, seed: int, made: list[Any], scale: float) -> tuple[list[Any], str]:
+    """A variant's inputs at large values: the task's builder run again on
+    the same seed with its floating draws scaled (`changes.large_values`);
+    with why not where there are none."""
+    if not all(wire.shareable(v, side.torch) for v in made):
+        return made, "its inputs cannot cross to the candidate, so they cannot be scaled"
+    with changes.scaled_draws(side.torch, scale):
+        drawn = side.make_inputs(index, module, seed)
+    large = changes.large_values(made, drawn)
+    if large is None:
+        return made, "the task draws no floating input through torch's random functions, so none can be scaled"
+    return large, ""

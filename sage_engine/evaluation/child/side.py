@@ -69,12 +69,13 @@ class Emitter:
 class Failure(Exception):
     """Ends an evaluation with a status (raised by either side's helpers)."""
 
-    def __init__(self, status: str, message: str, diags: list[dict[str, Any]] | None = None):
+    def __init__(self, status: str, message: str, diags: list[dict[str, Any]] | None = None, *, variant: str = "", at: str = ""):
         super().__init__(message)
         self.status, self.message, self.diags = status, message, diags or []
+        self.variant, self.at = variant, at  # the shape variant it happened at, and its shapes
 
     def event(self) -> Fail:
-        return Fail(status=self.status, message=self.message, diagnostics=self.diags)
+        return Fail(status=self.status, message=self.message, diagnostics=self.diags, variant=self.variant, at=self.at)
 
 
 def not_dumpable() -> None:

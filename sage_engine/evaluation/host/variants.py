@@ -8,17 +8,22 @@ module constants and case-row sizes, the slots `--scale cpu` halves), each
 task gets, derived from its first case:
 
 - `odd`: every size about halved and made odd (never a power of two);
+  a size too small to halve (17 or less: `out_channels = 7`, an element of
+  `input_shape`, `suite.sizes.small_extent`) about doubled and odd instead,
+  past the next power of two (a kernel that assumes it fits one block of 8);
 - `small`: every size about an eighth, a multiple of 8 (a batch an eighth);
   no size goes below 16 (a batch excepted): `tl.dot` and most vector units
   need tiles of 16, and a kernel is not wrong for needing them;
-- `large values`: the floating inputs times `edge_scale` at the small sizes
-  (an `exp` without the row maximum subtracted overflows), where the
-  reference's outputs stay finite.
+- `large values`: the task's own inputs with their floating random draws
+  times `edge_scale`, at the small sizes (an `exp` without the row maximum
+  subtracted overflows), where the reference's outputs stay finite (the
+  child makes them: `child/changes.py`).
 
 Each variant lists alternatives, tried in order until one the reference
-runs: all sizes changed together, then each group of equal sizes alone (a
-width that must stay a multiple of the head count fails the first). Parsed,
-never run: the server never executes a reference.
+runs: all sizes changed together, then all but the small sizes grown (a
+dimension of 3 the reference fixes, RGB), then each group of equal sizes
+alone (a width that must stay a multiple of the head count fails the
+first). Parsed, never run: the server never executes a reference.
 """
 
 from __future__ import annotations
@@ -35,16 +40,20 @@ MAX_ALTERNATIVES = 3
 MIN_SIZE = 16
 # Beyond the sizes `--scale` leaves alone (kernels, strides, heads, ...):
 # layout parameters whose change changes what the operator computes.
-LAYOUT = re.compile(r"block|window|tile|chunk", re.IGNORECASE)
+LAYOUT = re.compile(r"block|window|tile|chunk|pool|patch", re.IGNORECASE)
 
 
 def odd_size(value: int, name: str = "") -> int:
-    """About half, odd (an odd number above 1 is never a power of two); a size at least 17."""
+    """About half, odd (an odd number above 1 is never a power of two), at
+    least 17; a size that cannot halve to 17 or more doubled plus one (past
+    the next power of two: 7 -> 15, 16 -> 33). A batch halves down to 1."""
     half = value // 2
     odd = half + 1 if half % 2 == 0 else half
-    floor = 1 if sizes.BATCH.search(name) else MIN_SIZE + 1
-    odd = max(odd, floor)
-    return odd if odd < value else value
+    if sizes.BATCH.search(name):
+        odd = max(odd, 1)
+        return odd if odd < value else value
+    odd = max(odd, MIN_SIZE + 1)
+    return odd if odd < value else 2 * value + 1
 
 
 def small_size(value: int, name: str) -> int:
@@ -76,7 +85,7 @@ def _slots(source: str, row: dict[str, Any]) -> list[sizes.Slot]:
         module = [s for s in sizes.module_slots(source) if s.name not in row]
     except SyntaxError:
         module = []
-    return [s for s in module + sizes.case_slots(row) if sizes.scalable(s) and not LAYOUT.search(s.name)]
+    return [s for s in module + sizes.case_slots(row) if (sizes.scalable(s) or sizes.small_extent(s)) and not LAYOUT.search(s.name)]
 
 
 def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: str) -> list[dict]:
@@ -87,7 +96,10 @@ def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: st
     groups: dict[int, list[sizes.Slot]] = {}
     for s in changed:
         groups.setdefault(s.value, []).append(s)
-    choices = [changed] + ([groups[v] for v in sorted(groups, reverse=True)] if len(groups) > 1 else [])
+    # A small size the reference fixes (3 for RGB) must not cost the variant every other size.
+    shrunk = [s for s in changed if new[s.key] < s.value]
+    choices = [changed] + ([shrunk] if shrunk and len(shrunk) < len(changed) else [])
+    choices += [groups[v] for v in sorted(groups, reverse=True)] if len(groups) > 1 else []
     rows: list[dict] = []
     for chosen in choices:
         candidate = _row(row, {s.key: new[s.key] for s in chosen}, source)

@@ -38,11 +38,14 @@ class CaseEvent(Event):
 
 @dataclass
 class Verdict(Event):
-    """The reference process's verdict on a trial that did not match (the last case row says where)."""
+    """The reference process's verdict on a trial that did not match (the last
+    case row says where); `judgement` holds what it found of the shape
+    variants so far, the failed one included."""
 
     kind: ClassVar[str] = "verdict"
     status: str = "incorrect"
     message: str = ""
+    judgement: Judgement | None = None
 
 
 @dataclass
@@ -57,6 +60,8 @@ class Fail(Event):
     diagnostics: list[dict] = field(default_factory=list)
     hook: HookReport | None = None  # what a backend's hook in the candidate process saw
     harness: bool = False
+    variant: str = ""  # the shape variant it failed at ("" for a declared case)
+    at: str = ""  # that variant's input shapes
 
 
 @dataclass

@@ -106,7 +106,7 @@ class Variant:
     """Sizes the candidate was not written for, checked after the declared
     cases: `rows` are alternatives tried in order until one the reference
     runs (none: the variant is dropped and said so); `scale` multiplies the
-    floating inputs that are not whole numbers (edge values)."""
+    task's floating random draws as its builder makes them (edge values)."""
 
     name: str
     rows: list[dict]

@@ -169,8 +169,8 @@ class Evaluation:
             row = self.cases[-1]
             where = row.variant or f"case {row.case or 'default'} trial {row.trial}"
             message = row.message if row.variant else f"{where}: {row.message}"
-            report = Report("incorrect", message, [diagnostics.diagnostic("mismatch", row.message)], mismatch=row.message)
-            raise Ended(report=report)
+            diags = [diagnostics.diagnostic("mismatch", row.message)]
+            raise Ended(report=Report("incorrect", message, diags, mismatch=row.message, judgement=event.judgement))
         elif isinstance(event, Fail):
             raise Ended(report=fail_report(c, event))
         elif isinstance(event, InputsShared) and not candidate:

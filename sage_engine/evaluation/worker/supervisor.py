@@ -19,7 +19,18 @@ from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.common.processes import ProcessWatch, shared_resident_bytes
-from sage_engine.evaluation.protocol import CANDIDATE_STATUSES, Event, Fail, Op, Report, Request, parse_child_event, parse_fail
+from sage_engine.evaluation.protocol import (
+    CANDIDATE_STATUSES,
+    Event,
+    Fail,
+    Judgement,
+    Op,
+    Report,
+    Request,
+    VariantRow,
+    parse_child_event,
+    parse_fail,
+)
 from sage_engine.evaluation.worker.children import Child
 
 POLL_S = 0.05
@@ -294,7 +305,9 @@ def fail_report(c: Child, fail: Fail) -> Report:
     if c.role == "candidate" and status not in CANDIDATE_STATUSES:
         status = "runtime_error"
     diags = [d for d in fail.diagnostics if isinstance(d, dict)]
-    return Report(status, str(fail.message), diags, hook=fail.hook)
+    # A failure at a shape variant names it in the result's variants too.
+    failed = Judgement(variants=[VariantRow(str(fail.variant), "failed", str(fail.at))]) if fail.variant else None
+    return Report(status, str(fail.message), diags, hook=fail.hook, judgement=failed)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -119,6 +119,29 @@ class ModelNew(nn.Module):
 # Masks joined with Python's `and`, as triton-ascend's tutorials write them:
 # compiled, it is an elementwise logical_and; run as plain Python it would
 # keep only the right mask and read past the tensor's end.
+# Masked by the blocks it launched, not by the tensor's length: right at
+# 1024 elements (four whole blocks), past the end at any other length.
+MASKED_BY_ITS_BLOCKS = (
+    KERNEL_HEAD
+    + """
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < BLOCK * tl.num_programs(0)
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        out = torch.empty_like(x)
+        add_kernel[(triton.cdiv(x.numel(), 256),)](x, y, out, BLOCK=256)
+        return out
+"""
+)
+
 MASKS_JOINED_WITH_AND = (
     KERNEL_HEAD
     + """
@@ -321,6 +344,16 @@ def test_kernel_reading_past_its_tensor_is_caught_at_the_load_line(backend):
     assert f"out-of-bounds load at candidate.py line {line}: offsets up to 1023" in result.message
     assert "a tensor of 1000 elements" in result.message
     assert result.diagnostics[0].category == "out_of_bounds" and result.diagnostics[0].line == line
+
+
+def test_a_kernel_reading_past_its_tensor_only_at_a_shape_variant_is_incorrect_there(backend):
+    result = evaluate(backend, VECTOR_ADD_TASK.replace("n = 1000", "n = 1024"), MASKED_BY_ITS_BLOCKS)
+    assert result.status == "incorrect", (result.status, result.message)
+    assert result.message.startswith("correct at [1024] x [1024], fails at [513] x [513] (odd): a kernel that assumes its sizes")
+    line = MASKED_BY_ITS_BLOCKS.splitlines().index("    x = tl.load(x_ptr + offs, mask=mask)") + 1
+    assert f"out-of-bounds load at candidate.py line {line}: offsets up to 767" in result.message
+    assert result.diagnostics[0].category == "out_of_bounds" and result.diagnostics[0].line == line
+    assert [(v.name, v.status, v.at) for v in result.variants] == [("odd", "failed", "[513] x [513]")]
 
 
 def test_masks_joined_with_and_are_elementwise_as_the_compiler_reads_them(backend):
