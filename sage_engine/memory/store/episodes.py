@@ -98,7 +98,8 @@ class EpisodeRecords:
     def shown_rows(self, episode_id: int) -> list[Row]:
         return self.store.rows(
             "SELECT r.item_id, r.rank, r.score, r.similarity, r.exploration, r.utility, r.resident, i.kind, i.title,"
-            " i.content, i.code, i.tags, i.n_adopted, i.adoption_rate FROM retrievals r JOIN items i ON i.id = r.item_id"
+            " i.content, i.code, i.tags, i.n_adopted, i.adoption_rate, i.scope, i.author, i.authors"
+            " FROM retrievals r JOIN items i ON i.id = r.item_id"
             " WHERE r.episode_id = ? ORDER BY r.id",
             (episode_id,),
         )
