@@ -159,6 +159,8 @@ async def attempt_roofline_resource(attempt_id: str, ctx: Context) -> str:
         return await anyio.to_thread.run_sync(lambda: engine.roofline_svg(engine.get_attempt(int(attempt_id))))
     except NotFound as exc:
         raise ResourceNotFoundError(str(exc)) from exc
+    except SageError as exc:  # forbidden: another person's attempt
+        raise ResourceError(str(refusal(exc))) from exc
 
 
 async def task_resource(task_id: str, ctx: Context) -> str:
