@@ -51,7 +51,7 @@ from sage_engine.services.episodes import EpisodeService, episode_key
 from sage_engine.services.evaluation import EvaluationService
 from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
-from sage_engine.services.team import Caller, set_mode
+from sage_engine.services.team import Caller, check_admin, is_team, set_mode
 
 if TYPE_CHECKING:
     from sage_engine.evaluation.cluster.ray import HostSlots, RunningEvaluation
@@ -178,11 +178,11 @@ class Engine:
 
     def set_team_mode(self, team: bool) -> None:
         """Record whether this memory is a team's (docs/memory.md, "Threat model")."""
-        if not self.admin:
-            from sage_engine.services.team import check_admin
-
-            check_admin(self.caller, "changing the memory's mode")
+        check_admin(self.caller, "changing the memory's mode")
         set_mode(self.store, team)
+
+    def team_mode(self) -> bool:
+        return is_team(self.store, self.config)
 
     def export_jsonl(self, path: Path | str) -> ImportReport:
         return self.memory.export_jsonl(path)

@@ -241,6 +241,7 @@ def _rule_item(
         # A rule is its source items' authors' work, never the consolidating user's.
         author=group[0].author,
         authors=authors,
+        adopted_by=sorted({a for g in group for a in g.adopted_by}),
         operator=None,
         family=fams.pop() if len(fams) == 1 else None,
         backend=backends.pop() if len(backends) == 1 else None,
