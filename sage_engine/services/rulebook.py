@@ -76,8 +76,13 @@ class RulebookService:
             existing = self.store.items.list(kind="rule", statuses=["active", "resident"])
             step(2, 3, "choosing the rulebook")
             choice = ugc.choose_rulebook(existing + new_rules, self.config, budget)
-            if choice.demoted and budget_tokens is not None and budget_tokens < self.config.budget_tokens and not dry_run:
-                check_admin(caller, f"a rulebook budget of {budget_tokens} tokens, which demotes rules {choice.demoted}")
+            if choice.demoted and budget < self.config.budget_tokens and not dry_run and not caller.admin:
+                # What the smaller budget demotes beyond the configured one's choice is a wipe, not UGC.
+                extra = sorted(
+                    set(choice.demoted) - set(ugc.choose_rulebook(existing + new_rules, self.config, self.config.budget_tokens).demoted)
+                )
+                if extra:
+                    check_admin(caller, f"a rulebook budget of {budget} tokens, which demotes rules {extra}")
             seen = {it.id: it for it in [*eligible, *existing, *new_rules]}
             kinds = {d[2] for d in drafts}
             report = ConsolidationReport(
