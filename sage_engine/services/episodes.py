@@ -92,7 +92,12 @@ class EpisodeService:
                 # the task, are closed (and credited where they have an attempt) in the same transaction.
                 cutoff = time.time() - self.config.episode_idle_s
                 owner = key.client if close_previous else None
-                stale = self.store.episodes.idle(cutoff, client=owner, task=key.task)
+                # A client label is never a person: only the caller's own episode is ended early.
+                stale = [
+                    e
+                    for e in self.store.episodes.idle(cutoff, client=owner, task=key.task)
+                    if e["last_activity"] < cutoff or e["author"] == caller.user
+                ]
                 closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval") for e in stale]
                 now = time.time()
                 episode_id = self.store.episodes.open(dict(key.__dict__, author=caller.user, created_at=now, last_activity=now))

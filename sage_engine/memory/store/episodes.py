@@ -33,9 +33,10 @@ class EpisodeRecords:
     def idle(self, cutoff: float, *, client: str | None = None, task: str | None = None) -> list[Row]:
         """Open episodes idle since `cutoff`, and (given a client and task)
         that client's open episode for that task, which a new retrieval ends:
-        their id and last_activity."""
+        their id, last_activity and author."""
         return self.store.rows(
-            "SELECT id, last_activity FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?)) ORDER BY id",
+            "SELECT id, last_activity, author FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?))"
+            " ORDER BY id",
             (cutoff, client, task),
         )
 
