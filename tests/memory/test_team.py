@@ -147,3 +147,20 @@ def test_removing_or_rewriting_anothers_item_or_reverting_needs_the_admin_role(c
         assert alice.edit_item(item, content="keep the row sums in fp32, always").content.endswith("always")
         # The host's own CLI holds the role.
         assert host.delete_item(item).status == "deleted"
+
+
+def test_a_persons_private_rules_leave_the_teams_share_of_each_tasks_rulebook(config):
+    from sage_engine.memory.consolidation import GateStats, TaskContext, residents_for_task
+
+    def rule(i, scope, author):
+        return GateStats(
+            _rule(i, author=author, scope=scope, utility=0.9 if scope == "private" else 0.2).model_copy(
+                update={"rule_operators": ["softmax"], "tokens": 90}
+            ),
+            0.0,
+            0.0,
+        )
+
+    rules = [rule(i, "private", "bob") for i in range(1, 8)] + [rule(100, "team", "alice")]
+    shown = residents_for_task(rules, TaskContext.of("softmax", operator="softmax"), config.replace(ugc_resident_tokens=400))
+    assert 100 in [r.id for r in shown]
