@@ -30,7 +30,6 @@ from pydantic import Field, PrivateAttr, ValidationError
 from sage_engine.config import BACKENDS, Config
 from sage_engine.engine import Engine
 from sage_engine.errors import InvalidInput, NotFound, SageError
-from sage_engine.memory.text import fenced
 from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp.arguments import describe
 from sage_mcp.mcp.clients import connect_hint
@@ -133,7 +132,10 @@ def _inline(text: str) -> str:
 
 
 def _fenced(text: str, info: str) -> str:
-    return fenced(text, info) + "\n"
+    """A code fence longer than any backtick run inside, so the text cannot close it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}\n"
 
 
 # --------------------------------------------------------- resources, prompt
