@@ -325,6 +325,25 @@ class Config:
     rule_match_threshold: float = 0.05
     auto_consolidate_every: int = 10  # closed episodes between automatic consolidations (0 = off)
 
+    # --- a team memory (docs/memory.md, "Threat model") -----------------------
+    # Team mode: promotion needs an adopter other than the item's author, and
+    # one person's adoptions move a bounded amount. On when this is True, or
+    # when the memory says so (`sage serve --tokens` naming two or more people
+    # records it); a solo memory keeps the single-user behaviour.
+    team: bool = False
+    # A person's adoptions credited per episode: adopting 15 of one's own items
+    # at once must not move 15 utilities (the rest are stored, not credited).
+    team_adoptions_per_episode: int = 3
+    # ... and per day (24 h), over all of that person's episodes.
+    team_adoptions_per_day: int = 40
+    # Adopters other than the item's author before it may become a rule.
+    team_min_other_adopters: int = 1
+    # One retrieved item's share of what a retrieval may cost: its text is
+    # clipped to retrieval_tokens / k (at least item_tokens_floor), so one
+    # stuffed item cannot make a retrieval cost thirty.
+    retrieval_tokens: int = 3_000
+    item_tokens_floor: int = 200
+
     # --- episodes ----------------------------------------------------------
     episode_idle_s: float = 1800.0  # an open episode idle this long is closed and credited
 

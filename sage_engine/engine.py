@@ -4,7 +4,10 @@ It opens the store once and wires the services (memory, episodes, rulebook,
 evaluation) onto it; each method is one call into a service, which opens one
 transaction for it. An Engine acts for one user (the OS user by default);
 `as_user(name)` gives a view that records as someone else (an HTTP token's
-name) over the same store and harness. Safe to share between threads.
+name) over the same store and harness. The engine a process opens for
+itself (the CLI, a stdio server, the language server: the host's user)
+holds the admin role; a view for an HTTP token holds it only where the
+tokens file gives it. Safe to share between threads.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from sage_engine.services.episodes import EpisodeService, episode_key
 from sage_engine.services.evaluation import EvaluationService
 from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
+from sage_engine.services.team import Caller, check_admin, is_team, set_mode
 
 if TYPE_CHECKING:
     from sage_engine.evaluation.cluster.ray import HostSlots, RunningEvaluation
@@ -86,15 +90,23 @@ class Engine:
         self.episodes = EpisodeService(self.store, self.config, self.memory)
         self.rulebook = RulebookService(self.store, self.config, abstractor or DeterministicAbstractor())
         self.evaluation = EvaluationService(self.config)
-        self.episodes.consolidate = lambda: self.rulebook.consolidate(user=self.user)
+        self.episodes.consolidate = lambda caller: self.rulebook.consolidate(caller=caller)
+        self.admin = True
         self._owner = True
+        if self.config.team:
+            set_mode(self.store, True)
 
-    def as_user(self, user: str) -> "Engine":
-        """This engine recording as `user`; closing the view closes nothing."""
+    def as_user(self, user: str, *, admin: bool = False) -> "Engine":
+        """This engine acting for `user` (with the admin role only if `admin`);
+        closing the view closes nothing."""
         validation.check_text("user", user, 200, required=True)
         view = copy.copy(self)
-        view.user, view._owner = user, False
+        view.user, view.admin, view._owner = user, admin, False
         return view
+
+    @property
+    def caller(self) -> Caller:
+        return Caller(self.user, self.admin)
 
     def close(self) -> None:
         if self._owner:
@@ -143,24 +155,34 @@ class Engine:
     def edit_item(
         self, item_id: int, *, title: str | None = None, content: str | None = None, code: str | None = None, tags: list[str] | None = None
     ) -> Item:
-        return self.memory.edit(item_id, user=self.user, title=title, content=content, code=code, tags=tags)
+        return self.memory.edit(item_id, caller=self.caller, title=title, content=content, code=code, tags=tags)
 
     def quarantine_item(self, item_id: int, reason: str = "") -> Item:
-        return self.memory.set_status(item_id, "quarantined", reason or "quarantined by a user", user=self.user)
+        return self.memory.set_status(item_id, "quarantined", reason or "quarantined by a user", caller=self.caller)
 
     def restore_item(self, item_id: int) -> Item:
         """Back to the retrievable pool; a restored rule re-enters the
         rulebook only through consolidation."""
-        return self.memory.set_status(item_id, "active", user=self.user)
+        return self.memory.set_status(item_id, "active", caller=self.caller)
 
     def delete_item(self, item_id: int) -> Item:
-        return self.memory.set_status(item_id, "deleted", "deleted by a user", user=self.user)
+        return self.memory.set_status(item_id, "deleted", "deleted by a user", caller=self.caller)
 
-    def resident_rules(self) -> list[Item]:
-        return self.memory.residents()
+    def resident_rules(self, *, shared_only: bool = False) -> list[Item]:
+        """The resident rules this user sees (theirs and the team's); with
+        `shared_only`, the team's alone (for a reader nobody identified)."""
+        return self.memory.residents(viewer=None if shared_only else self.user)
 
     def stats(self) -> MemoryStats:
-        return self.memory.stats()
+        return self.memory.stats(viewer=self.user)
+
+    def set_team_mode(self, team: bool) -> None:
+        """Record whether this memory is a team's (docs/memory.md, "Threat model")."""
+        check_admin(self.caller, "changing the memory's mode")
+        set_mode(self.store, team)
+
+    def team_mode(self) -> bool:
+        return is_team(self.store, self.config)
 
     def export_jsonl(self, path: Path | str) -> ImportReport:
         return self.memory.export_jsonl(path)
@@ -238,7 +260,7 @@ class Engine:
         )
         filters = Filters(scopes=self.memory.scopes(key.scope), backend=key.backend, hardware=key.hardware, viewer=self.user)
         return self.episodes.retrieve(
-            key, query, filters, k, episode_id=episode_id, user=self.user, close_previous=close_previous and client is not None
+            key, query, filters, k, episode_id=episode_id, caller=self.caller, close_previous=close_previous and client is not None
         )
 
     def evaluate(
@@ -259,11 +281,16 @@ class Engine:
         `cancel` set kills the evaluation; it then raises and nothing is recorded."""
         source, path = self.resolve_candidate(candidate)
         the_task = self.load_task(task)
-        self.episodes.check_attempt(episode_id, adopted)
+        self.episodes.check_attempt(episode_id, adopted, self.caller)
         request_id = uuid.uuid4().hex
         result = self.evaluation.harness.evaluate(the_task, source, backend=backend, trials=trials, progress=progress, cancel=cancel)
         return self.record_result(
-            result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path or path, request_id=request_id
+            result,
+            episode_id=episode_id,
+            adopted=adopted,
+            candidate_path=candidate_path or path,
+            request_id=request_id,
+            labels=(the_task.operator, the_task.family),
         )
 
     def record_result(
@@ -274,13 +301,22 @@ class Engine:
         adopted: Sequence[Adoption] = (),
         candidate_path: str | None = None,
         request_id: str | None = None,
+        labels: tuple[str | None, str | None] = (None, None),
     ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions). `evaluate`
-        calls this; so can a caller that evaluated elsewhere (its own NPU farm)."""
+        calls this; so can a caller that evaluated elsewhere (its own NPU farm).
+        `labels` are the evaluated task's operator and family: what credit
+        counts (a result from elsewhere counts its task id instead)."""
         if candidate_path:
             candidate_path = str(Path(candidate_path).expanduser().resolve())
         return self.episodes.record_attempt(
-            result, episode_id=episode_id, adopted=adopted, candidate_path=candidate_path, user=self.user, request_id=request_id
+            result,
+            episode_id=episode_id,
+            adopted=adopted,
+            candidate_path=candidate_path,
+            caller=self.caller,
+            request_id=request_id,
+            labels=labels,
         )
 
     def record_adoption(
@@ -292,16 +328,16 @@ class Engine:
         lesson: Lesson | None = None,
         close: bool = True,
     ) -> AdoptionReport:
-        return self.episodes.record_adoption(episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close, user=self.user)
+        return self.episodes.record_adoption(episode_id, adopted, attempt_id=attempt_id, lesson=lesson, close=close, caller=self.caller)
 
     def close_episode(self, episode_id: int) -> AdoptionReport:
-        return self.episodes.close(episode_id)
+        return self.episodes.close(episode_id, self.caller)
 
     def close_idle_episodes(self) -> list[AdoptionReport]:
         return self.episodes.close_idle()
 
     def get_episode(self, episode_id: int) -> EpisodeDetail:
-        return self.episodes.get(episode_id)
+        return self.episodes.get(episode_id, self.caller)
 
     def list_episodes(self, *, status: str | None = None, limit: int = 20, author: str | None = None) -> list[EpisodeSummary]:
         return self.episodes.list(status=status, limit=limit, author=author)
@@ -314,8 +350,8 @@ class Engine:
         return self.episodes.results_for(str(Path(candidate_path).expanduser().resolve()), limit)
 
     def get_attempt(self, attempt_id: int) -> EvalResult:
-        """One stored attempt's result (any surface's, any episode's)."""
-        return self.episodes.attempt(attempt_id)
+        """One stored attempt's result: the caller's own (any surface's), or any with the admin role."""
+        return self.episodes.attempt(attempt_id, self.caller)
 
     def roofline_svg(self, result: EvalResult, *, standalone: bool = True) -> str:
         """The result's roofline as SVG: against the limits its profile kept, or
@@ -362,10 +398,10 @@ class Engine:
     def consolidate(
         self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None
     ) -> ConsolidationReport:
-        return self.rulebook.consolidate(dry_run=dry_run, budget_tokens=budget_tokens, progress=progress, user=self.user)
+        return self.rulebook.consolidate(dry_run=dry_run, budget_tokens=budget_tokens, progress=progress, caller=self.caller)
 
     def revert_consolidation(self, consolidation_id: int) -> ConsolidationReport:
-        return self.rulebook.revert(consolidation_id)
+        return self.rulebook.revert(consolidation_id, self.caller)
 
     # ------------------------------------------------------- tasks and backends
 

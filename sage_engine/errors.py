@@ -36,6 +36,14 @@ class Conflict(SageError):
     kind, exit_code = "conflict", 4
 
 
+class Forbidden(SageError):
+    """The caller may not do this: the episode or attempt is another person's,
+    or the change (a demoting budget, a revert, deleting another's item)
+    needs the `admin` role a tokens file gives, or the CLI on the server's host."""
+
+    kind, exit_code = "forbidden", 9
+
+
 class BackendUnavailable(SageError):
     """The chosen evaluation backend cannot run on this machine; the message
     says how to set it up."""

@@ -15,6 +15,7 @@ from string import Template
 from typing import TYPE_CHECKING, Sequence
 
 from sage_engine.agent.llm import ToolSpec
+from sage_engine.memory.text import fenced, one_line
 from sage_engine.models import EvalResult, ScoredItem
 
 if TYPE_CHECKING:
@@ -167,15 +168,21 @@ def task_message(task: "Task", *, rules: Sequence[ScoredItem] = (), items: Seque
 
 
 def render_item(item: ScoredItem, *, show_stats: bool = False) -> str:
-    head = f"[#{item.id}] {item.title}"
+    """An item as the model reads it: SAGE's header line (id, title, author,
+    numbers), then the item's words quoted in fences, so an item cannot
+    write a header, a rule or an instruction line that looks like SAGE's."""
+    head = f"[#{item.id}] {one_line(item.title)}"
+    who = ", ".join(item.authors) or item.author
+    if who:
+        head += f" (by {one_line(who)})"
     if show_stats:
         head += f"  (utility {item.utility:+.2f}, adopted {item.n_adopted}x)"
-    body = item.content.strip()
+    body = fenced(item.content.strip())
     if item.code:
         code = item.code.strip()
         if len(code) > MAX_ITEM_CODE_CHARS:
             code = code[:MAX_ITEM_CODE_CHARS] + "\n# ... (truncated)"
-        body += f"\n```python\n{code}\n```"
+        body += "\n" + fenced(code, "python")
     return f"{head}\n{body}"
 
 

@@ -37,9 +37,13 @@ class GateStats:
     target_sq: float
 
 
-def is_eligible(s: GateStats, config: Config) -> bool:
+def is_eligible(s: GateStats, config: Config, *, team: bool = False) -> bool:
+    """Proven enough to become a rule. On a team memory, adoption by the
+    item's author alone proves nothing: others must have adopted it too."""
     it = s.item
     if it.status != "active" or it.kind != "experience":
+        return False
+    if team and len(set(it.adopted_by) - {it.author}) < config.team_min_other_adopters:
         return False
     if it.n_adopted < config.ugc_min_adoptions or len(set(it.operators_adopted)) < config.ugc_min_operators:
         return False
@@ -122,8 +126,15 @@ def validate_draft(draft: RuleDraft, cluster: Sequence[Item]) -> None:
 
 def render_rule(draft: RuleDraft) -> str:
     """What an agent reads: the advice and when it applies. The rationale and
-    evidence stay in the draft, the consolidation log and `derived_from`."""
-    return f"{draft.rule.strip()}\nWhen: {draft.trigger.strip()}\nNot when: {draft.when_not.strip()}"
+    evidence stay in the draft, the consolidation log and `derived_from`.
+    The advice is an item's words: quoted line by line, so a line of it
+    saying "When: ..." or "## ..." stays its text, not the rule's structure."""
+    quoted = "\n".join(f"> {line}" for line in draft.rule.strip().splitlines())
+    return f"{quoted}\nWhen: {_one_line(draft.trigger)}\nNot when: {_one_line(draft.when_not)}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,22 @@ def choose_rulebook(rules: Sequence[Item], config: Config, budget_tokens: int) -
     floor so a fresh rule with no adoptions yet can still be ranked.
     """
 
+    chosen: list[int] = []
+    tokens = 0
+    # Each person's private rules have a budget of their own: they cannot
+    # crowd the team's rules out of the shared rulebook.
+    owners: dict[str | None, list[Item]] = {}
+    for r in rules:
+        owners.setdefault(r.author if r.scope == "private" else None, []).append(r)
+    for owner, group in owners.items():
+        ids, used = _greedy(group, config, budget_tokens)
+        chosen += ids
+        tokens += used if owner is None else 0
+    demoted = [r.id for r in rules if r.status == "resident" and r.id not in chosen]
+    return RulebookChoice(chosen, demoted, tokens)
+
+
+def _greedy(rules: Sequence[Item], config: Config, budget_tokens: int) -> tuple[list[int], int]:
     def value(r: Item) -> float:
         return r.utility * max(r.adoption_rate, config.ugc_adoption_floor) / max(r.tokens, 1)
 
@@ -158,8 +185,7 @@ def choose_rulebook(rules: Sequence[Item], config: Config, budget_tokens: int) -
             continue
         chosen.append(r.id)
         tokens += r.tokens
-    demoted = [r.id for r in rules if r.status == "resident" and r.id not in chosen]
-    return RulebookChoice(chosen, demoted, tokens)
+    return chosen, tokens
 
 
 def rule_tokens(draft: RuleDraft) -> int:
@@ -257,11 +283,15 @@ def residents_for_task(rules: Iterable[GateStats], task: TaskContext, config: Co
         return (-lcb, -it.utility, it.id)
 
     chosen: list[Item] = []
-    tokens = 0
+    shared, own = 0, 0  # the team's rules and the viewer's private ones each have the budget
     for s in sorted((s for s in rules if applies(s.item, task)), key=key):
         cost = s.item.tokens + config.tokens_per_entry
-        if len(chosen) >= config.max_rules or tokens + cost > config.ugc_resident_tokens:
+        private = s.item.scope == "private"
+        if len(chosen) >= config.max_rules or (own if private else shared) + cost > config.ugc_resident_tokens:
             continue
         chosen.append(s.item)
-        tokens += cost
+        if private:
+            own += cost
+        else:
+            shared += cost
     return chosen

@@ -56,7 +56,10 @@ class Filters:
 
 def filter_reason(c: Candidate, f: Filters) -> str | None:
     """Why a hit may not be shown, or None. Items without a backend or
-    hardware tag apply everywhere."""
+    hardware tag apply everywhere. Another person's private item is "hidden":
+    never counted, so `filtered_out` cannot tell anyone it exists."""
+    if c.scope == "private" and (c.author is None or c.author != f.viewer):
+        return "hidden"
     if c.status in ("quarantined", "deleted", "merged"):
         return c.status
     if c.id in f.hide or (c.status == "resident" and not f.residents_as_items):
@@ -82,7 +85,7 @@ def rank(candidates: Iterable[Candidate], filters: Filters, k: int, total_retrie
     kept: list[Candidate] = []
     for cand in candidates:
         reason = filter_reason(cand, filters)
-        if reason == "resident":
+        if reason in ("resident", "hidden"):
             continue
         if reason:
             filtered[reason] = filtered.get(reason, 0) + 1

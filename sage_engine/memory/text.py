@@ -72,3 +72,17 @@ def query_terms(text: str, max_terms: int = 32) -> list[str]:
         if len(seen) >= max_terms:
             break
     return list(seen)[:max_terms]
+
+
+def one_line(text: str) -> str:
+    """Text as one line: whatever its line breaks, it cannot start a line of its own."""
+    return " ".join(text.split())
+
+
+def fenced(text: str, info: str = "text") -> str:
+    """`text` in a code fence longer than any backtick run inside it, so it
+    stays quoted data: it cannot close the fence and make headings or lines
+    of its own."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}"

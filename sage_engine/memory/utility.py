@@ -33,7 +33,11 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
     paper: r = z = 1 - T_best / T_first over correct attempts, or -delta.
     sage:  r = correct_bonus + z + speedup_weight * clip(log2(S_best), -c, c),
            where S_best is the best kernel's speedup over the reference (the
-           term is dropped when no backend measured one), or -delta.
+           term is dropped when no backend measured one), or -delta; and
+           z = max(0, 1 - T_best / min(T_first, T_ref)): the improvement is
+           measured from no slower than the reference, which the agent does
+           not control, so a deliberately slow first kernel earns nothing
+           (z = 0 where no reference time was measured).
     """
     attempts = list(attempts)
     if not attempts:
@@ -41,10 +45,14 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
     correct = [a for a in attempts if a.correct]
     if not correct:
         return -config.delta, {"no_correct": -config.delta}
-    timed = [a.candidate_ms for a in correct if a.candidate_ms and a.candidate_ms > 0]
-    z = 1.0 - min(timed) / timed[0] if timed else 0.0
+    timed = [a for a in correct if a.candidate_ms and a.candidate_ms > 0]
+    best = min((a.candidate_ms for a in timed), default=0.0)  # type: ignore[type-var]
     if config.reward_mode == "paper":
+        z = 1.0 - best / timed[0].candidate_ms if timed else 0.0  # type: ignore[operator]
         return z, {"z": z}
+    # The reference's median in the same evaluation: candidate time x speedup.
+    references = [a.candidate_ms * a.speedup for a in timed if a.speedup and a.speedup > 0]  # type: ignore[operator]
+    z = max(0.0, 1.0 - best / min(timed[0].candidate_ms, *references)) if references else 0.0  # type: ignore[type-var, operator]
     parts = {"correct": config.correct_bonus, "z": z}
     speedups = [a.speedup for a in correct if a.speedup and a.speedup > 0]
     if speedups:

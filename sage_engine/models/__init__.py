@@ -97,6 +97,9 @@ class Item(_Model):
     rule_backends: list[str] = Field(default_factory=list)
     rule_hardware: list[str] = Field(default_factory=list)
     rule_triggers: list[str] = Field(default_factory=list)
+    authors: list[str] = Field(default_factory=list, description="A rule's: the authors of the items it was made from")
+    adopted_by: list[str] = Field(default_factory=list, description="Who adopted it in a credited episode")
+    merged_into: int | None = Field(None, description="The rule this item was merged into")
 
 
 class ScoredItem(_Model):
@@ -116,6 +119,9 @@ class ScoredItem(_Model):
     exploration: float
     score: float
     rank: int
+    author: str | None = Field(None, description="Who wrote it; a rule names its source items' authors in `authors`")
+    authors: list[str] = Field(default_factory=list)
+    clipped: bool = Field(False, description="Its text was cut to its share of the retrieval's tokens: show_item has it whole")
 
 
 class AddResult(_Model):

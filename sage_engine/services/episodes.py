@@ -11,6 +11,10 @@ An episode closed without an attempt carries no evidence about what it
 showed: it closes without credit (reward None, its reason recorded), and
 leaves utilities, adoption counters and rates, the consolidation count and
 the rulebook as they were. Its adoptions stay stored but count for nothing.
+
+An episode belongs to the person who opened it: nobody else (save the admin
+role) retrieves into it, evaluates in it, adopts in it, closes it or reads it
+(`Forbidden`).
 """
 
 from __future__ import annotations
@@ -42,9 +46,10 @@ from sage_engine.models import (
     ScoredItem,
 )
 from sage_engine.services.credit import close_and_credit, outcome_text
-from sage_engine.services.memory import MemoryService, scored, visible
+from sage_engine.services.memory import MemoryService, clip_to_share, scored, visible
+from sage_engine.services.team import Caller, check_owner
 
-Consolidate = Callable[[], object]
+Consolidate = Callable[[Caller], object]
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class EpisodeKey:
     hardware: str | None
     client: str | None
     scope: str
+    task_free: int = 0  # 1: free text, not a task: bound to its first attempt's task
 
 
 class EpisodeService:
@@ -73,7 +79,7 @@ class EpisodeService:
         k: int,
         *,
         episode_id: int | None,
-        user: str | None,
+        caller: Caller,
         close_previous: bool = True,
     ) -> RetrievalResult:
         """Open an episode (or continue one), rank, and log exactly what is
@@ -86,14 +92,19 @@ class EpisodeService:
                 # the task, are closed (and credited where they have an attempt) in the same transaction.
                 cutoff = time.time() - self.config.episode_idle_s
                 owner = key.client if close_previous else None
-                stale = self.store.episodes.idle(cutoff, client=owner, task=key.task)
+                # A client label is never a person: only the caller's own episode is ended early.
+                stale = [
+                    e
+                    for e in self.store.episodes.idle(cutoff, client=owner, task=key.task)
+                    if e["last_activity"] < cutoff or e["author"] == caller.user
+                ]
                 closed = [self._close(e["id"], "idle" if e["last_activity"] < cutoff else "next_retrieval") for e in stale]
                 now = time.time()
-                episode_id = self.store.episodes.open(dict(key.__dict__, author=user, created_at=now, last_activity=now))
+                episode_id = self.store.episodes.open(dict(key.__dict__, author=caller.user, created_at=now, last_activity=now))
             else:
-                self._open_row(episode_id, "call retrieve_rules without episode_id to start a new one")
-            result = self._rank_and_log(episode_id, key, query, filters, k, dense, user)
-        self._consolidate_if_due(closed)
+                self._open_row(episode_id, "call retrieve_rules without episode_id to start a new one", caller)
+            result = self._rank_and_log(episode_id, key, query, filters, k, dense, caller.user)
+        self._consolidate_if_due(closed, caller)
         return result
 
     def _rank_and_log(self, episode_id, key: EpisodeKey, query, filters, k, dense, user) -> RetrievalResult:
@@ -109,10 +120,15 @@ class EpisodeService:
         found = items.many([r.id for r in ranking.items])
         # Every task sees the rulebook; how well a rule matches this task is
         # logged so credit can tell "ignored" from "not applicable".
+        # One item's share of the retrieval: a stuffed item is clipped, not shown whole.
+        share = max(self.config.item_tokens_floor, self.config.retrieval_tokens // k)
         shown_rules = [
-            scored(rule, i + 1, similarity(query, f"{rule.title}\n{rule.content}"), 0.0, rule.utility) for i, rule in enumerate(residents)
+            clip_to_share(scored(rule, i + 1, similarity(query, f"{rule.title}\n{rule.content}"), 0.0, rule.utility), share)
+            for i, rule in enumerate(residents)
         ]
-        shown_items = [scored(found[r.id], i + 1, r.similarity, r.exploration, r.score) for i, r in enumerate(ranking.items)]
+        shown_items = [
+            clip_to_share(scored(found[r.id], i + 1, r.similarity, r.exploration, r.score), share) for i, r in enumerate(ranking.items)
+        ]
         already = set(self.store.episodes.shown_ids(episode_id))
         now = time.time()
         log = [dict(s.model_dump(), resident=True) for s in shown_rules] + [dict(s.model_dump(), resident=False) for s in shown_items]
@@ -127,15 +143,16 @@ class EpisodeService:
 
     # --------------------------------------------------------------- attempts
 
-    def check_attempt(self, episode_id: int | None, adopted: Sequence[Adoption]) -> None:
+    def check_attempt(self, episode_id: int | None, adopted: Sequence[Adoption], caller: Caller) -> None:
         """What `record_attempt` will refuse, checked before an evaluation
         spends minutes (the record re-checks: the episode may close meanwhile)."""
         if episode_id is None:
             if adopted:
                 raise InvalidInput("adopted_ids need an episode_id: pass the one retrieve_rules returned")
             return
+        _check_evidence(adopted)
         with self.store.transaction(write=False):
-            self._open_row(episode_id, "start a new one with retrieve_rules")
+            self._open_row(episode_id, "start a new one with retrieve_rules", caller)
             self._check_shown(episode_id, adopted)
 
     def record_attempt(
@@ -145,14 +162,17 @@ class EpisodeService:
         episode_id: int | None,
         adopted: Sequence[Adoption] = (),
         candidate_path: str | None = None,
-        user: str | None,
+        caller: Caller,
         request_id: str | None = None,
         host: str | None = None,
+        labels: tuple[str | None, str | None] = (None, None),
     ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions); returns it
         as stored. The same `request_id` twice stores it once."""
         if adopted and episode_id is None:
             raise InvalidInput("adopted_ids need an episode_id: pass the one retrieve_rules returned")
+        _check_evidence(adopted)
+        user = caller.user
         with self.store.transaction():
             if request_id is not None:
                 existing = self.store.episodes.attempt_by_request(request_id)
@@ -160,7 +180,7 @@ class EpisodeService:
                     return attempt_result(existing)
             now = time.time()
             if episode_id is not None:
-                self._open_row(episode_id, "start a new one with retrieve_rules")
+                self._open_row(episode_id, "start a new one with retrieve_rules", caller)
                 self._check_shown(episode_id, adopted)
                 self.store.episodes.touch(episode_id, now)
             timing = result.candidate_timing
@@ -179,6 +199,8 @@ class EpisodeService:
                     "request_id": request_id,
                     "host": host or result.host,
                     "speedup_trusted": None if result.speedup_trusted is None else int(result.speedup_trusted),
+                    "operator": labels[0],
+                    "family": labels[1],
                     # attempt_id, episode_id and created_at live in their columns.
                     "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
                 }
@@ -187,10 +209,12 @@ class EpisodeService:
                 self._adopt(episode_id, a, attempt_id, user, now)  # type: ignore[arg-type]
             return result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id, "created_at": now})
 
-    def attempt(self, attempt_id: int) -> EvalResult:
-        """One stored attempt's result; NotFound when there is none."""
+    def attempt(self, attempt_id: int, caller: Caller) -> EvalResult:
+        """One stored attempt's result; NotFound when there is none, Forbidden when it is another person's."""
         with self.store.transaction(write=False):
-            return attempt_result(self.store.episodes.attempt(attempt_id))
+            row = self.store.episodes.attempt(attempt_id)
+            check_owner(row["author"], caller, f"attempt {attempt_id}", "read your own attempts")
+            return attempt_result(row)
 
     def results_for(self, candidate_path: str, limit: int) -> list[EvalResult]:
         with self.store.transaction(write=False):
@@ -199,14 +223,13 @@ class EpisodeService:
     # --------------------------------------------------------------- adoption
 
     def record_adoption(
-        self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None, lesson: Lesson | None, close: bool, user: str | None
+        self, episode_id: int, adopted: Sequence[Adoption], *, attempt_id: int | None, lesson: Lesson | None, close: bool, caller: Caller
     ) -> AdoptionReport:
-        for a in adopted:
-            if len(a.evidence) > 4000:
-                raise InvalidInput(f"evidence for item {a.id} is {len(a.evidence)} characters; the limit is 4000")
+        _check_evidence(adopted)
+        user = caller.user
         new = dense = vector = None
         with self.store.transaction(write=False):
-            row = self._open_row(episode_id, "adoption and lessons must be reported before it closes")
+            row = self._open_row(episode_id, "adoption and lessons must be reported before it closes", caller)
             if attempt_id is not None:
                 self._check_attempt_owner(attempt_id, episode_id)
             if lesson is not None:
@@ -217,7 +240,7 @@ class EpisodeService:
             vector = self.memory.dense.embed(text)
             dense = self.memory.dense.search(text, self.config.dedup_dense_pool, vector=vector)
         with self.store.transaction():
-            self._open_row(episode_id, "adoption and lessons must be reported before it closes")
+            self._open_row(episode_id, "adoption and lessons must be reported before it closes", caller)
             self._check_shown(episode_id, adopted)
             now = time.time()
             for a in adopted:
@@ -231,26 +254,28 @@ class EpisodeService:
             report = self._close(episode_id, "explicit") if close else AdoptionReport(episode_id=episode_id, closed=False)
             if added is not None:
                 report.new_item, report.lesson_merged = added.item, added.merged
-        self._consolidate_if_due([report], attach=report)
+        self._consolidate_if_due([report], caller, attach=report)
         return report
 
-    def close(self, episode_id: int) -> AdoptionReport:
+    def close(self, episode_id: int, caller: Caller) -> AdoptionReport:
         with self.store.transaction():
+            check_owner(self.store.episodes.get(episode_id)["author"], caller, f"episode {episode_id}", "close your own episodes")
             report = self._close(episode_id, "explicit")
-        self._consolidate_if_due([report], attach=report)
+        self._consolidate_if_due([report], caller, attach=report)
         return report
 
     def close_idle(self) -> list[AdoptionReport]:
         with self.store.transaction():
             reports = [self._close(e["id"], "idle") for e in self.store.episodes.idle(time.time() - self.config.episode_idle_s)]
-        self._consolidate_if_due(reports)
+        self._consolidate_if_due(reports, Caller(None, admin=True))
         return reports
 
     # ---------------------------------------------------------------- reading
 
-    def get(self, episode_id: int) -> EpisodeDetail:
+    def get(self, episode_id: int, caller: Caller) -> EpisodeDetail:
         with self.store.transaction(write=False):
             row = self.store.episodes.get(episode_id)
+            check_owner(row["author"], caller, f"episode {episode_id}", "show your own episodes")
             shown = [
                 ScoredItem(
                     id=r["item_id"],
@@ -266,8 +291,12 @@ class EpisodeService:
                     exploration=r["exploration"],
                     score=r["score"],
                     rank=r["rank"],
+                    author=r["author"],
+                    authors=json.loads(r["authors"]),
                 )
                 for r in self.store.episodes.shown_rows(episode_id)
+                # Another person's private item stays theirs, even in an episode that showed it.
+                if r["scope"] != "private" or r["author"] == caller.user
             ]
             adopted = [
                 Adoption(id=r["item_id"], evidence=r["evidence"], weight=r["weight"]) for r in self.store.episodes.adoptions(episode_id)
@@ -302,8 +331,9 @@ class EpisodeService:
 
     # -------------------------------------------------------------- internals
 
-    def _open_row(self, episode_id: int, hint: str):
+    def _open_row(self, episode_id: int, hint: str, caller: Caller):
         row = self.store.episodes.get(episode_id)  # NotFound for an unknown id
+        check_owner(row["author"], caller, f"episode {episode_id}", "start your own with retrieve_rules")
         if row["status"] != "open":
             raise Conflict(f"episode {episode_id} is already closed ({outcome_text(row)}); {hint}")
         return row
@@ -357,7 +387,7 @@ class EpisodeService:
     def _close(self, episode_id: int, reason: CloseReason) -> AdoptionReport:
         return close_and_credit(self.store, self.config, episode_id, reason)
 
-    def _consolidate_if_due(self, reports: Sequence[AdoptionReport], attach: AdoptionReport | None = None) -> None:
+    def _consolidate_if_due(self, reports: Sequence[AdoptionReport], caller: Caller, attach: AdoptionReport | None = None) -> None:
         every = self.config.auto_consolidate_every
         # Only credited closes count: an episode without evidence changed no
         # utility, so it cannot make a consolidation due.
@@ -365,9 +395,14 @@ class EpisodeService:
             return
         since = self.store.episodes.credited_since(self.store.audit.last_standing_at())
         if since >= every:
-            done = self.consolidate()
+            done = self.consolidate(caller)
             if attach is not None:
                 attach.consolidation = done  # type: ignore[assignment]
+
+
+def _check_evidence(adopted: Sequence[Adoption]) -> None:
+    for a in adopted:
+        validation.check_text(f"evidence for item {a.id}", a.evidence, 4000, required=False)
 
 
 def _in_scope(item, filters: Filters, user: str | None) -> bool:
@@ -425,6 +460,7 @@ def episode_key(
         t = load_task(task) if looks_like_task else None
     except SageError:
         t = None  # free text describing the operator is fine for retrieval
+    task_free = int(t is None)
     if t is not None:
         operator = operator or t.operator  # type: ignore[attr-defined]
         family = family or t.family  # type: ignore[attr-defined]
@@ -434,6 +470,13 @@ def episode_key(
         task_key = "inline:" + hashlib.sha256(task_key.encode()).hexdigest()[:12]
     query = " ".join(filter(None, [task if t is None else "", operator, family, description, backend, hardware, (reference or "")[:2000]]))
     key = EpisodeKey(
-        task=task_key[:300], operator=operator, family=family, backend=backend or None, hardware=hardware, client=client, scope=scope
+        task=task_key[:300],
+        operator=operator,
+        family=family,
+        backend=backend or None,
+        hardware=hardware,
+        client=client,
+        scope=scope,
+        task_free=task_free,
     )
     return key, query

@@ -3,7 +3,8 @@ listing, searching, statistics, and whole-memory export/import.
 
 Every public method is one transaction on the store. Visibility follows the
 item's scope: `team` and `project:NAME` items are shared, a `private` item is
-seen only by its author.
+seen only by its author, whole or counted. Changing or removing an item
+someone else wrote needs the admin role.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sage_engine.memory.retrieval import Candidate, Filters, rank
 from sage_engine.memory.store import Store, transfer
 from sage_engine.memory.text import approx_tokens, query_terms, similarity
 from sage_engine.models import AddResult, ImportReport, Item, MemoryStats, NewItem, ScoredItem, UtilityUpdate
+from sage_engine.services.team import Caller, check_admin
 
 STARTER = Path(__file__).resolve().parents[1] / "memory" / "starter" / "ascend.jsonl"
 LISTED = ("active", "resident", "quarantined")  # what `list` shows unless a status is asked for
@@ -48,7 +50,28 @@ def scored(item: Item, rank_: int, sim: float, bonus: float, score: float) -> Sc
         exploration=round(bonus, 4),
         score=round(score, 4),
         rank=rank_,
+        author=item.author,
+        authors=item.authors,
     )
+
+
+CLIPPED = "\n[... clipped to this item's share of the retrieval; show_item {id} has it whole]"
+
+
+def clip_to_share(s: ScoredItem, share: int) -> ScoredItem:
+    """The item as a retrieval shows it: no more than `share` tokens of
+    title, content and code (content first), so one item stuffed to the
+    size limits cannot crowd out the rest."""
+    if approx_tokens(f"{s.title}\n{s.content}\n{s.code or ''}") <= share:
+        return s
+    chars = share * 4
+    title = s.title[: min(len(s.title), chars // 4)]
+    room = max(chars - len(title), 0)
+    content = s.content[: max(room - len(CLIPPED) - 16, 0)] + CLIPPED.format(id=s.id)
+    code = None
+    if s.code and room - len(content) > 200:
+        code = s.code[: room - len(content)]
+    return s.model_copy(update={"title": title, "content": content, "code": code, "clipped": True})
 
 
 class MemoryService:
@@ -93,8 +116,10 @@ class MemoryService:
         dup = self.find_duplicate(new, dense, user) if dedup else None
         if dup:
             item, sim = dup
+            # The tag cap holds whoever adds them: the item's own tags first, then new ones while there is room.
+            added = [t for t in new.tags if t not in item.tags][: max(validation.MAX_TAGS - len(item.tags), 0)]
             self.store.items.strengthen(
-                item.id, sorted(set(item.tags) | set(new.tags)), sorted(set(item.derived_from) | set(new.derived_from)), now
+                item.id, sorted(set(item.tags) | set(added)), sorted(set(item.derived_from) | set(new.derived_from)), now
             )
             return AddResult(item=self.store.items.get(item.id), merged=True, similarity=round(sim, 4))
         row = new.model_dump()
@@ -163,7 +188,7 @@ class MemoryService:
             items = self.store.items.many([r.id for r in ranking.items])
         return [scored(items[r.id], i + 1, r.similarity, 0.0, r.score) for i, r in enumerate(ranking.items)]
 
-    def edit(self, item_id: int, *, user: str | None, **changes: Any) -> Item:
+    def edit(self, item_id: int, *, caller: Caller, **changes: Any) -> Item:
         changes = {k: v for k, v in changes.items() if v is not None}
         if not changes:
             raise InvalidInput("nothing to change: give a title, content, code or tags")
@@ -178,7 +203,8 @@ class MemoryService:
         if "tags" in changes:
             changes["tags"] = validation.check_tags(list(changes["tags"]))
         with self.store.transaction():
-            item = self.get(item_id, user=user)
+            item = self.get(item_id, user=caller.user)
+            _check_author(item, caller, "editing")
             if item.status in ("deleted", "merged"):
                 raise Conflict(f"item {item_id} is {item.status}; restore it before editing")
             merged = item.model_dump() | changes
@@ -187,16 +213,19 @@ class MemoryService:
             self.store.items.update(item_id, changes)
             return self.store.items.get(item_id)
 
-    def set_status(self, item_id: int, status: str, reason: str = "", *, user: str | None) -> Item:
+    def set_status(self, item_id: int, status: str, reason: str = "", *, caller: Caller) -> Item:
         with self.store.transaction():
-            item = self.get(item_id, user=user)
+            item = self.get(item_id, user=caller.user)
+            _check_author(item, caller, f"changing the status of item {item_id}")
             if status == "active" and item.status == "merged":
                 raise Conflict(f"item {item_id} was merged into a rule; revert that consolidation to restore it")
             self.store.items.update(item_id, {"status": status, "status_reason": reason or None, "updated_at": time.time()})
             return self.store.items.get(item_id)
 
-    def residents(self) -> list[Item]:
-        return self.store.items.list(statuses=["resident"])
+    def residents(self, *, viewer: str | None) -> list[Item]:
+        """The resident rules `viewer` may see: the team's, and their own
+        private ones (viewer None: the team's alone)."""
+        return self.store.items.list(statuses=["resident"], viewer=viewer or "", shared_only=viewer is None)
 
     def utility_history(self, item_id: int, *, user: str | None) -> list[UtilityUpdate]:
         with self.store.transaction(write=False):
@@ -209,19 +238,20 @@ class MemoryService:
 
     # -------------------------------------------------------------- the whole
 
-    def stats(self) -> MemoryStats:
+    def stats(self, *, viewer: str | None) -> MemoryStats:
+        """Counts as `viewer` may see them: others' private items are not counted."""
         items = self.store.items
         with self.store.transaction(write=False):
-            by_status = items.counts_by("status")
+            by_status = items.counts_by("status", viewer=viewer)
             episodes = self.store.episodes.counts_by_status()
             counts = self.store.audit.counts(("attempts", "adoptions", "utility_log", "consolidations"))
             return MemoryStats(
                 db_path=self.store.describe(),
                 store=self.store.dialect,
-                items_by_kind=items.counts_by("kind"),
+                items_by_kind=items.counts_by("kind", viewer=viewer),
                 items_by_status=by_status,
                 resident_rules=by_status.get("resident", 0),
-                resident_tokens=items.resident_tokens(),
+                resident_tokens=items.resident_tokens(viewer=viewer),
                 episodes_open=episodes.get("open", 0),
                 episodes_closed=episodes.get("closed", 0),
                 episodes_without_evidence=self.store.episodes.without_evidence(),
@@ -229,25 +259,38 @@ class MemoryService:
                 adoptions=counts["adoptions"],
                 utility_updates=counts["utility_log"],
                 consolidations=counts["consolidations"],
-                mean_utility=items.mean_utility(),
-                by_author=self.store.audit.authors(),
+                mean_utility=items.mean_utility(viewer=viewer),
+                by_author=self.store.audit.authors(viewer=viewer),
             )
 
     def export_jsonl(self, path: Path | str) -> ImportReport:
         counts: dict[str, int] = {}
         tmp = Path(f"{path}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            for rec in transfer.export_rows(self.store):
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                counts[rec["table"]] = counts.get(rec["table"], 0) + 1
-        os.replace(tmp, path)  # a crash mid-export never leaves a half file under the real name
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                for rec in transfer.export_rows(self.store):
+                    fh.write(jsonl_line(rec))
+                    counts[rec["table"]] = counts.get(rec["table"], 0) + 1
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)  # a crash mid-export never leaves a half file under the real name
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise InvalidInput(
+                f"cannot write the export to {path}: {exc.strerror or exc}; nothing was written (free space or choose another path)"
+            ) from exc
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return report(counts)
 
     def import_jsonl(self, path: Path | str, *, user: str | None) -> ImportReport:
         """Restore a full export into this database (which must not already
         hold the same ids), or add a file of items (a starter pack)."""
         records = []
-        for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        # JSON lines end at "\n" only: str.splitlines() would also split inside
+        # a string at U+2028, U+2029 or U+0085, which an item's text may hold.
+        for n, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), 1):
             if not line.strip():
                 continue
             try:
@@ -279,6 +322,20 @@ class MemoryService:
             done = self.import_jsonl(STARTER, user=STARTER_AUTHOR)
             self.store.audit.set_meta("starter_imported", "1")
         return done
+
+
+# Line separators JSON leaves raw with ensure_ascii=False: escaped, so any
+# reader that splits lines on them (str.splitlines, editors) keeps one record a line.
+_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
+def jsonl_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False).translate(_SEPARATORS) + "\n"
+
+
+def _check_author(item: Item, caller: Caller, action: str) -> None:
+    if item.author is not None and item.author != caller.user:
+        check_admin(caller, f"{action} (an item another person wrote)")
 
 
 def report(counts: dict[str, int]) -> ImportReport:

@@ -4,6 +4,12 @@ rulebook selection, and the logged, reversible record of each run.
 Gating and abstraction run outside the write transaction (an LLM abstractor
 may take seconds per cluster); the writes are one transaction that first
 re-checks that every cluster is still eligible.
+
+On a team memory an item becomes a rule only once someone besides its author
+adopted it; a rule's authors are its source items' authors, whoever ran the
+consolidation. A budget that would demote, and a revert, need the admin
+role. Reports show each caller only what they may see: others' private
+items and rules are left out, ids included.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from sage_engine.errors import Conflict, InvalidInput
 from sage_engine.memory import consolidation as ugc
 from sage_engine.memory.store import Store
 from sage_engine.models import ConsolidationReport, Item, RuleDraft, ProgressCallback
+from sage_engine.services.team import Caller, check_admin, is_team
 
 log = logging.getLogger(__name__)
 
@@ -28,15 +35,28 @@ class RulebookService:
         self.store, self.config, self.abstractor = store, config, abstractor
 
     def consolidate(
-        self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None, user: str | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        budget_tokens: int | None = None,
+        progress: ProgressCallback | None = None,
+        caller: Caller = Caller(None, admin=True),
     ) -> ConsolidationReport:
+        report, seen = self._consolidate(dry_run, budget_tokens, progress, caller)
+        return _for_viewer(report, seen, caller.user)
+
+    def _consolidate(
+        self, dry_run: bool, budget_tokens: int | None, progress: ProgressCallback | None, caller: Caller
+    ) -> tuple[ConsolidationReport, dict[int, Item]]:
+        user = caller.user
         budget = budget_tokens or self.config.budget_tokens
         if budget <= 0 or budget > 200_000:
             raise InvalidInput("budget_tokens must lie between 1 and 200000")
         step = progress or (lambda *_: None)
         step(0, 3, "gating items")
         with self.store.transaction(write=False):
-            eligible = self._eligible()
+            team = is_team(self.store, self.config)
+            eligible = self._eligible(team)
             common = ugc.common_task_words(self.store.episodes.recent_queries(self.config.ugc_trigger_window), self.config)
         clusters = [c for group in _by_owner(eligible) for c in ugc.cluster(group, self.config.cluster_threshold)]
         step(1, 3, f"abstracting {len(clusters)} clusters")
@@ -45,7 +65,7 @@ class RulebookService:
         with self.store.transaction():
             # Another process may have merged, quarantined or re-credited an item
             # while we abstracted: keep only clusters still eligible as a whole.
-            still = {it.id for it in self._eligible()}
+            still = {it.id for it in self._eligible(team)}
             for group, _, _ in drafts:
                 if not all(it.id in still for it in group):
                     notes.append(f"cluster {[it.id for it in group]} changed during consolidation; left for the next run")
@@ -56,6 +76,14 @@ class RulebookService:
             existing = self.store.items.list(kind="rule", statuses=["active", "resident"])
             step(2, 3, "choosing the rulebook")
             choice = ugc.choose_rulebook(existing + new_rules, self.config, budget)
+            if choice.demoted and budget < self.config.budget_tokens and not dry_run and not caller.admin:
+                # What the smaller budget demotes beyond the configured one's choice is a wipe, not UGC.
+                extra = sorted(
+                    set(choice.demoted) - set(ugc.choose_rulebook(existing + new_rules, self.config, self.config.budget_tokens).demoted)
+                )
+                if extra:
+                    check_admin(caller, f"a rulebook budget of {budget} tokens, which demotes rules {extra}")
+            seen = {it.id: it for it in [*eligible, *existing, *new_rules]}
             kinds = {d[2] for d in drafts}
             report = ConsolidationReport(
                 dry_run=dry_run,
@@ -73,11 +101,12 @@ class RulebookService:
                 report.demoted = choice.demoted
                 report.rulebook = [r for r in existing + new_rules if r.id in choice.resident]
                 step(3, 3, "dry run: nothing written")
-                return report
+                return report, seen
             self._apply(report, drafts, new_rules, existing, choice, now, user)
+            seen.update({it.id: it for it in report.rulebook})
         step(3, 3, f"rulebook has {len(report.rulebook)} rules, {report.tokens} tokens")
         log.info("consolidation %s: promoted %s demoted %s", report.consolidation_id, report.promoted, report.demoted)
-        return report
+        return report, seen
 
     def _apply(self, report, drafts, new_rules, existing, choice, now, user) -> None:
         items = self.store.items
@@ -94,7 +123,9 @@ class RulebookService:
             created.append(new_id)
             for g in group:
                 statuses[str(g.id)] = g.status
-                items.update(g.id, {"status": "merged", "status_reason": f"abstracted into rule #{new_id}", "updated_at": now})
+                items.update(
+                    g.id, {"status": "merged", "status_reason": f"abstracted into rule #{new_id}", "merged_into": new_id, "updated_at": now}
+                )
         resident = [id_map.get(i, i) for i in choice.resident]
         promoted, demoted = [], []
         for r in existing:
@@ -115,10 +146,11 @@ class RulebookService:
         report.consolidation_id = self.store.audit.add_consolidation(json.dumps(snapshot), user, now)
         self.store.audit.set_consolidation_report(report.consolidation_id, report.model_dump_json())
 
-    def revert(self, consolidation_id: int) -> ConsolidationReport:
+    def revert(self, consolidation_id: int, caller: Caller) -> ConsolidationReport:
         """Undo one consolidation: created rules are marked deleted (kept for
         the audit trail), every status it changed goes back. Only the latest
         standing consolidation may be reverted, so states never interleave."""
+        check_admin(caller, f"reverting consolidation {consolidation_id}")
         audit, items = self.store.audit, self.store.items
         with self.store.transaction():
             row = audit.consolidation(consolidation_id)
@@ -132,7 +164,7 @@ class RulebookService:
             for rid in snap["created"]:
                 items.update(rid, {"status": "deleted", "status_reason": f"consolidation {consolidation_id} reverted", "updated_at": now})
             for item_id, status in snap["statuses"].items():
-                items.update(int(item_id), {"status": status, "status_reason": None, "updated_at": now})
+                items.update(int(item_id), {"status": status, "status_reason": None, "merged_into": None, "updated_at": now})
             audit.mark_reverted(consolidation_id, now)
             report = ConsolidationReport.model_validate_json(row["report"])
             report.rulebook = items.list(statuses=["resident"])
@@ -140,9 +172,32 @@ class RulebookService:
             report.notes = report.notes + [f"reverted consolidation {consolidation_id}"]
             return report
 
-    def _eligible(self) -> list[Item]:
+    def _eligible(self, team: bool) -> list[Item]:
         stats = [ugc.GateStats(item, s, sq) for item, s, sq in self.store.items.gate_rows()]
-        return [s.item for s in stats if ugc.is_eligible(s, self.config)]
+        return [s.item for s in stats if ugc.is_eligible(s, self.config, team=team)]
+
+
+def _for_viewer(report: ConsolidationReport, seen: dict[int, Item], viewer: str | None) -> ConsolidationReport:
+    """The report as `viewer` may see it: another person's private items and
+    rules are left out, whole and counted (their ids too)."""
+
+    def mine(item_id: int) -> bool:
+        it = seen.get(item_id)
+        return it is None or it.scope != "private" or it.author == viewer
+
+    drafts = [(ids, d) for ids, d in zip(report.merged, report.created_rules) if all(mine(i) for i in ids)]
+    rulebook = [r for r in report.rulebook if mine(r.id)]
+    return report.model_copy(
+        update={
+            "eligible": [i for i in report.eligible if mine(i)],
+            "promoted": [i for i in report.promoted if mine(i)],
+            "demoted": [i for i in report.demoted if mine(i)],
+            "merged": [ids for ids, _ in drafts],
+            "created_rules": [d for _, d in drafts],
+            "rulebook": rulebook,
+            "tokens": sum(r.tokens for r in rulebook if r.scope != "private"),
+        }
+    )
 
 
 def _by_owner(items: list[Item]) -> list[list[Item]]:
@@ -179,6 +234,7 @@ def _rule_item(
     backends = {g.backend for g in group if g.backend}
     hardware = {g.hardware for g in group if g.hardware}
     scope = group[0].scope
+    authors = sorted({a for g in group for a in (g.authors or [g.author]) if a})
     return Item(
         id=temp_id,
         kind="rule",
@@ -187,7 +243,10 @@ def _rule_item(
         content=content,
         code=None,
         scope=scope,
-        author=group[0].author if scope == "private" else user,
+        # A rule is its source items' authors' work, never the consolidating user's.
+        author=group[0].author,
+        authors=authors,
+        adopted_by=sorted({a for g in group for a in g.adopted_by}),
         operator=None,
         family=fams.pop() if len(fams) == 1 else None,
         backend=backends.pop() if len(backends) == 1 else None,

@@ -238,6 +238,19 @@ def memory_import(state: State, path) -> None:
     emit(state, report, lambda r: console.print(f"imported {sum(r.rows.values())} rows ({r.skipped} merged into existing items)"))
 
 
+@memory.command("mode")
+@click.argument("mode", type=click.Choice(["team", "solo"]), required=False)
+@json_option
+@pass_state
+@handle_errors
+def memory_mode(state: State, mode: str | None) -> None:
+    """Show, or set on the server's host, whether this memory is a team's (docs/memory.md, "Threat model")."""
+    if mode is not None:
+        state.engine.set_team_mode(mode == "team")
+    current = "team" if state.engine.team_mode() else "solo"
+    emit(state, {"mode": current}, lambda r: console.print(f"memory mode: {r['mode']}"))
+
+
 @memory.command("stats")
 @json_option
 @pass_state

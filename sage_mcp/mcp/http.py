@@ -4,8 +4,10 @@ Loopback only unless the caller opts in; every request must carry
 `Authorization: Bearer <token>`. Alone, the server generates one token, keeps
 it in a 0600 file next to the memory database and prints it on stderr; its
 holder acts as the user who started the server. For a team, `--tokens FILE`
-maps one token per person to a name (`NAME TOKEN` lines, mode 0600), and
-every item, episode and adoption records that name.
+maps one token per person to a name (`NAME TOKEN` lines, mode 0600; a
+third column `admin` gives that person the admin role), and every item,
+episode and adoption records that name. A tokens file naming two or more
+people makes the memory a team's (docs/memory.md, "Threat model").
 """
 
 from __future__ import annotations
@@ -48,7 +50,12 @@ def default_token_path(config: Config) -> Path:
 
 
 def load_tokens(path: Path) -> dict[str, str]:
-    """token -> name, from `NAME TOKEN` lines (blank lines and # comments skipped)."""
+    """token -> name, from `NAME TOKEN [admin]` lines (blank lines and # comments skipped)."""
+    return load_token_file(path)[0]
+
+
+def load_token_file(path: Path) -> tuple[dict[str, str], frozenset[str]]:
+    """token -> name, and the names holding the admin role."""
     path = Path(path).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
@@ -56,14 +63,17 @@ def load_tokens(path: Path) -> dict[str, str]:
         raise InvalidInput(f"cannot read tokens file {path}: {exc.strerror}") from exc
     _check_private(path)
     tokens: dict[str, str] = {}
+    admins: set[str] = set()
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split()
-        if len(parts) != 2:
-            raise InvalidInput(f"{path}:{n}: expected 'NAME TOKEN', got {len(parts)} fields")
-        name, token = parts
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "admin"):
+            raise InvalidInput(f"{path}:{n}: expected 'NAME TOKEN' or 'NAME TOKEN admin', got {len(parts)} fields")
+        name, token = parts[:2]
+        if len(parts) == 3:
+            admins.add(name)
         if not _NAME.match(name):
             raise InvalidInput(f"{path}:{n}: name {name!r} must be 1-64 letters, digits or _ . @ + -")
         if len(token) < 16:
@@ -73,7 +83,7 @@ def load_tokens(path: Path) -> dict[str, str]:
         tokens[token] = name
     if not tokens:
         raise InvalidInput(f"tokens file {path} names nobody; add 'NAME TOKEN' lines")
-    return tokens
+    return tokens, frozenset(admins)
 
 
 def _check_private(path: Path) -> None:
@@ -116,11 +126,13 @@ def is_loopback(host: str) -> bool:
 class BearerAuth:
     """ASGI middleware: refuse any HTTP or websocket request without a known
     bearer token, and tell the app who is calling through the `x-sage-user`
-    header; lifespan events pass so the app can start and stop."""
+    header (and `x-sage-role: admin` for the names in `admins`); lifespan
+    events pass so the app can start and stop."""
 
-    def __init__(self, app: ASGIApp, tokens: dict[str, str]):
+    def __init__(self, app: ASGIApp, tokens: dict[str, str], admins: frozenset[str] = frozenset()):
         self.app = app
         self._tokens = [(t.encode(), name.encode()) for t, name in tokens.items()]
+        self._admins = {name.encode() for name in admins}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -129,8 +141,11 @@ class BearerAuth:
         user = self._user(scope)
         if user is not None:
             # Defense in depth: a client must not name itself; only the token does.
-            headers = [(k, v) for k, v in scope.get("headers", ()) if k != USER_HEADER]
-            await self.app({**scope, "headers": [*headers, (USER_HEADER, user)]}, receive, send)
+            headers = [(k, v) for k, v in scope.get("headers", ()) if k not in (USER_HEADER, ROLE_HEADER)]
+            headers.append((USER_HEADER, user))
+            if user in self._admins:
+                headers.append((ROLE_HEADER, b"admin"))
+            await self.app({**scope, "headers": headers}, receive, send)
             return
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -170,13 +185,14 @@ class BearerAuth:
 
 # The header the MCP tools read the caller's name from (tools.USER_HEADER).
 USER_HEADER = b"x-sage-user"
+ROLE_HEADER = b"x-sage-role"  # "admin" where the tokens file gives that role (tools.ROLE_HEADER)
 
 
-def build_app(config: Config, tokens: dict[str, str], host: str) -> ASGIApp:
+def build_app(config: Config, tokens: dict[str, str], host: str, admins: frozenset[str] = frozenset()) -> ASGIApp:
     from sage_mcp.mcp.server import create_server
 
     server = create_server(config)
-    return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), tokens)
+    return BearerAuth(server.streamable_http_app(streamable_http_path=MCP_PATH, host=host), tokens, admins)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -215,13 +231,18 @@ def serve(
             "(every request still needs the token), or keep the default 127.0.0.1"
         )
     if tokens_file:
-        tokens = load_tokens(Path(tokens_file))
-        who = f"tokens ({tokens_file}): {', '.join(sorted(set(tokens.values())))}"
+        tokens, admins = load_token_file(Path(tokens_file))
+        people = sorted(set(tokens.values()))
+        who = f"tokens ({tokens_file}): {', '.join(people)}" + (f"; admin: {', '.join(sorted(admins))}" if admins else "")
         token = "<your token>"
+        if len(people) > 1:
+            config = config.replace(team=True)  # recorded in the memory when the engine opens
+            who += "; team memory"
     else:
         token_path = Path(token_file) if token_file else default_token_path(config)
         token = load_or_create_token(token_path)
         tokens = {token: config.user}
+        admins = frozenset({config.user})  # the one token stands for whoever started the server
         who = f"token ({token_path}, acts as {config.user}): {token}"
     # Bind before announcing, so whoever reads the URL can connect at once
     # (and --port 0 reports the port the OS chose).
@@ -236,7 +257,7 @@ def serve(
         file=sys.stderr,
         flush=True,
     )
-    app = build_app(config, tokens, host)
+    app = build_app(config, tokens, host, admins)
     uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     try:
         uv.run(sockets=[sock])

@@ -11,6 +11,7 @@ import argparse
 import inspect
 import logging
 import os
+import re
 import sys
 import uuid
 from contextlib import asynccontextmanager
@@ -97,20 +98,44 @@ class RulebookResource(Resource):
         self._published = published
 
     async def read(self) -> str:
-        rules = await anyio.to_thread.run_sync(self._published.get().engine.resident_rules)
+        # A static resource is read with no request context, so no reader is
+        # known: it shows the team's rules alone (a private rule reaches its
+        # owner through retrieve_rules).
+        engine = self._published.get().engine
+        rules = await anyio.to_thread.run_sync(lambda: engine.resident_rules(shared_only=True))
         return render_rulebook(rules)
 
 
 def render_rulebook(rules: list[Item]) -> str:
+    """Markdown whose structure is SAGE's own: every rule's words (title,
+    text, code) are quoted data, so an item cannot add a heading, a rule or
+    a utility line of its own."""
     if not rules:
         return "# SAGE rulebook\n\nNo resident rules yet: run episodes and `consolidate` to promote proven items.\n"
     parts = [f"# SAGE rulebook ({len(rules)} rules, {sum(r.tokens for r in rules)} tokens)\n"]
     for r in rules:
-        parts.append(f"## [{r.id}] {r.title}\n\n{r.content}\n")
+        authors = ", ".join(r.authors or ([r.author] if r.author else [])) or "unknown"
+        parts.append(f"## Rule {r.id}: {_inline(r.title)}\n\n{_fenced(r.content, 'text')}")
         if r.code:
-            parts.append(f"```python\n{r.code}\n```\n")
-        parts.append(f"_utility {r.utility:.3f}, adopted {r.n_adopted}x by {', '.join(r.operators_adopted) or 'none'}_\n")
+            parts.append(_fenced(r.code, "python"))
+        parts.append(
+            f"_rule {r.id}: by {_inline(authors)}; utility {r.utility:.3f}, adopted {r.n_adopted}x by "
+            f"{_inline(', '.join(r.operators_adopted)) or 'none'}_\n"
+        )
     return "\n".join(parts)
+
+
+def _inline(text: str) -> str:
+    """One line of text that markdown shows as written."""
+    line = " ".join(text.split())
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~])", r"\\\1", line)
+
+
+def _fenced(text: str, info: str) -> str:
+    """A code fence longer than any backtick run inside, so the text cannot close it."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{info}\n{text}\n{fence}\n"
 
 
 # --------------------------------------------------------- resources, prompt
@@ -134,6 +159,8 @@ async def attempt_roofline_resource(attempt_id: str, ctx: Context) -> str:
         return await anyio.to_thread.run_sync(lambda: engine.roofline_svg(engine.get_attempt(int(attempt_id))))
     except NotFound as exc:
         raise ResourceNotFoundError(str(exc)) from exc
+    except SageError as exc:  # forbidden: another person's attempt
+        raise ResourceError(str(refusal(exc))) from exc
 
 
 async def task_resource(task_id: str, ctx: Context) -> str:

@@ -63,14 +63,16 @@ def state_of(ctx: Context) -> AppState:
 # Set by the HTTP transport's authentication from the caller's bearer token
 # (any such header a client sends itself is dropped first); absent on stdio.
 USER_HEADER = "x-sage-user"
+ROLE_HEADER = "x-sage-role"
 
 
 def engine_of(ctx: Context) -> Engine:
-    """The engine acting for whoever is calling: the HTTP token's name, or
-    the OS user that started a stdio server."""
+    """The engine acting for whoever is calling: the HTTP token's name (and
+    role), or the OS user that started a stdio server."""
     engine = state_of(ctx).engine
-    user = (ctx.headers or {}).get(USER_HEADER)
-    return engine.as_user(user) if user else engine
+    headers = ctx.headers or {}
+    user = headers.get(USER_HEADER)
+    return engine.as_user(user, admin=headers.get(ROLE_HEADER) == "admin") if user else engine
 
 
 # What an argument can provoke below the engine's own checks: text JSON can

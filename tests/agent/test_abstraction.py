@@ -24,7 +24,7 @@ def test_faithful_rule_rewrite_becomes_the_resident_rule(make_engine):
     assert report.abstraction == "llm" and report.notes == [] and report.merged == [ids]
     rule = engine.resident_rules()[0]
     assert rule.title == "Loop over blocks in a persistent grid" and rule.derived_from == ids
-    assert rule.content.startswith("Launch one program per vector core") and "Evidence" not in rule.content
+    assert rule.content.startswith("> Launch one program per vector core") and "Evidence" not in rule.content
     assert report.created_rules[0].evidence == [1, 2]
     # The model was asked through the forced write_rule tool and shown every evidence id.
     request = replay.requests[0]

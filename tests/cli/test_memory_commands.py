@@ -127,3 +127,38 @@ def test_episodes_list_and_stats_count_the_episodes_closed_without_evidence(tmp_
     stats = json.loads(sage(db, "--json", "memory", "stats").output)
     assert stats["episodes_closed"] == 3 and stats["episodes_without_evidence"] == 2
     assert "closed without evidence" in sage(db, "memory", "stats").output
+
+
+def test_an_export_to_a_full_disk_is_a_clear_error_and_leaves_no_file(tmp_path):
+    import resource
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from sage_engine.config import Config
+    from sage_engine.engine import Engine
+    from sage_engine.models import NewItem
+
+    db, out = tmp_path / "m.db", tmp_path / "dump.jsonl"
+    with Engine(Config(db_path=db)) as eng:
+        for i in range(40):
+            eng.add_item(NewItem(title=f"note {i}", content=f"{i} " + "tile rows " * 790), dedup=False)
+    limit = 128 * 1024  # room for SQLite's own files; the export (about 330 KB) does not fit
+
+    def small_disk():
+        # The OS refuses writes past the limit, as a full disk would (EFBIG, not a signal).
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    # The database exists already; only the export grows past the limit.
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "sage"), "--db", str(db), "memory", "export", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_disk,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and f"cannot write the export to {out}" in done.stderr + done.stdout
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("dump")) == []

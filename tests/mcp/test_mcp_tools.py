@@ -243,7 +243,7 @@ async def test_record_adoption_can_keep_the_episode_open_and_close_it_later(conf
         report = AdoptionReport.model_validate(r.structured_content)
         assert not report.closed and report.reward is None and not report.updates
         with Engine(config) as engine:  # an attempt stored by another process: the evidence credit needs
-            engine.record_result(make_result("correct"), episode_id=episode)
+            engine.record_result(make_result("correct", task="silu"), episode_id=episode)
         r = await c.call_tool("record_adoption", {"episode_id": episode})
         report = AdoptionReport.model_validate(r.structured_content)
         assert report.closed and {u.item_id for u in report.updates if u.adopted} == {ids[1]}
@@ -283,7 +283,7 @@ async def test_the_background_sweep_closes_an_idle_episode_and_credits_it_only_w
         browsed = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
         tried = (await c.call_tool("retrieve_rules", {"task": "gelu"})).structured_content["episode_id"]
         with Engine(config) as engine:
-            engine.record_result(make_result("incorrect"), episode_id=tried)
+            engine.record_result(make_result("incorrect", task="gelu"), episode_id=tried)
         with anyio.fail_after(10):
             await closed.wait()
         browsed_, tried_ = [
@@ -305,7 +305,7 @@ async def test_closing_every_nth_episode_consolidates_automatically(config):
         for _ in range(2):
             episode = (await c.call_tool("retrieve_rules", {"task": "silu"})).structured_content["episode_id"]
             with Engine(config) as engine:
-                engine.record_result(make_result("correct"), episode_id=episode)
+                engine.record_result(make_result("correct", task="silu"), episode_id=episode)
             r = await c.call_tool("record_adoption", {"episode_id": episode, "adopted": [{"id": ids[0]}]})
             reports.append(AdoptionReport.model_validate(r.structured_content))
     assert reports[0].consolidation is None

@@ -40,7 +40,8 @@ def test_item_adopted_across_three_operators_with_positive_utility_is_promoted(e
     rule = engine.resident_rules()[0]
     assert report.abstraction == "deterministic" and rule.derived_from == [item_id]
     # Concise: the advice and where it applies, no boilerplate.
-    assert rule.content.startswith("launch one program per core and loop over blocks\nWhen: kernels like gelu")
+    # The advice is the item's words, quoted: they cannot make the rule's structure.
+    assert rule.content.startswith("> launch one program per core and loop over blocks\nWhen: kernels like gelu")
     assert "Evidence" not in rule.content and "Why" not in rule.content
     assert {"persistent", "grid", "loop"} <= set(rule.rule_triggers) and rule.rule_families == []
     assert rule.rule_operators == ["gelu", "layernorm", "softmax"]
@@ -175,7 +176,8 @@ def _learn(engine, title, content, tasks):
     for task in tasks:
         r = engine.retrieve(task, k=10, reference=title)
         target = next(i.id for i in r.items if i.id == item_id)
-        engine.record_result(make_result("correct", 1.0, 2.0), episode_id=r.episode_id)
+        # Evidence is an attempt on the episode's own task.
+        engine.record_result(make_result("correct", 1.0, 2.0, task=task), episode_id=r.episode_id)
         engine.record_adoption(r.episode_id, [Adoption(id=target, evidence="applied")])
     return engine.consolidate()
 

@@ -43,4 +43,5 @@ def test_a_private_item_passes_the_filter_only_for_its_author():
     private = [cand(1, scope="private", author="alice"), cand(2)]
     assert [r.id for r in rank(private, Filters(viewer="alice"), 5, 0, Config()).items] == [1, 2]
     bob = rank(private, Filters(viewer="bob"), 5, 0, Config())
-    assert [r.id for r in bob.items] == [2] and bob.filtered_out == {"scope": 1}
+    # Not even counted: filtered_out must not tell bob that a private item matched.
+    assert [r.id for r in bob.items] == [2] and bob.filtered_out == {}

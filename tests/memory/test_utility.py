@@ -39,6 +39,17 @@ def test_sage_reward_adds_correctness_and_clipped_speedup_terms():
     assert slow == pytest.approx(0.2 - 0.3)
 
 
+def test_a_deliberately_slow_first_kernel_earns_no_improvement_term():
+    # A copy of the reference (1.0x) after a first kernel ten times slower
+    # than the reference: the improvement is measured from the reference.
+    cfg = Config(correct_bonus=0.2, speedup_weight=0.3)
+    _, parts = episode_reward([AttemptOutcome(True, 10.0, 0.1), AttemptOutcome(True, 1.0, 1.0)], cfg)
+    assert parts["z"] == pytest.approx(0.0)
+    # Without a reference time nothing the agent does not control is there to measure from.
+    _, untimed = episode_reward([AttemptOutcome(True, 10.0), AttemptOutcome(True, 1.0)], cfg)
+    assert untimed["z"] == 0.0
+
+
 def test_atu_sends_adopted_items_toward_reward_and_unused_toward_minus_beta():
     t = credit_targets([1, 2, 3], {1: 1.0}, 0.8, Config(beta=0.2))
     assert t == {1: (0.8, True), 2: (-0.2, False), 3: (-0.2, False)}

@@ -43,6 +43,17 @@ class AuditRecords:
             for r in rows
         ]
 
+    def adopted_credits_since(self, author: str | None, since: float) -> int:
+        """Adoptions credited in `author`'s episodes since `since`: what a
+        team's daily cap counts."""
+        return int(
+            self.store.scalar(
+                "SELECT COUNT(*) AS n FROM utility_log u JOIN episodes e ON e.id = u.episode_id"
+                " WHERE u.adopted = 1 AND u.created_at > ? AND e.author = ?",
+                (since, author),
+            )
+        )
+
     # --------------------------------------------------------- consolidations
 
     def add_consolidation(self, snapshot: str, author: str | None, now: float) -> int:
@@ -89,10 +100,12 @@ class AuditRecords:
             out[table] = int(self.store.scalar(f"SELECT COUNT(*) AS n FROM {table}"))
         return out
 
-    def authors(self) -> dict[str, dict[str, int]]:
-        """Who made what: items, episodes and adoptions per author."""
+    def authors(self, *, viewer: str | None = None) -> dict[str, dict[str, int]]:
+        """Who made what: items, episodes and adoptions per author (with a
+        viewer, items counted only where that viewer may see them)."""
         out: dict[str, dict[str, int]] = {}
         for table in ("items", "episodes", "adoptions"):
-            for r in self.store.rows(f"SELECT author, COUNT(*) AS n FROM {table} GROUP BY author"):
+            where, params = ("1 = 1", ()) if viewer is None or table != "items" else ("(scope <> 'private' OR author = ?)", (viewer,))
+            for r in self.store.rows(f"SELECT author, COUNT(*) AS n FROM {table} WHERE {where} GROUP BY author", params):
                 out.setdefault(r["author"] or "-", {})[table] = int(r["n"])
         return out

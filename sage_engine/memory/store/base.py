@@ -32,7 +32,7 @@ from sage_engine.memory.store.audit import AuditRecords
 from sage_engine.memory.store.episodes import EpisodeRecords
 from sage_engine.memory.store.items import ItemRecords
 from sage_engine.memory.store.schema import MIGRATIONS, split_sql
-from sage_engine.memory.store.sql import Row, check_columns, encode
+from sage_engine.memory.store.sql import Row, check_columns, check_text_values, encode
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +140,7 @@ class Store(ABC):
 
     def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None:
         check_columns(table, row)
+        check_text_values(table, row)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         tail = f" RETURNING {returning}" if returning else ""
@@ -150,6 +151,7 @@ class Store(ABC):
         if not changes:
             return 0
         check_columns(table, changes)
+        check_text_values(table, changes)
         sets = ", ".join(f"{c} = ?" for c in changes)
         return self.count(f"UPDATE {table} SET {sets} WHERE id = ?", [*map(encode, changes.values()), key])
 

@@ -33,9 +33,10 @@ class EpisodeRecords:
     def idle(self, cutoff: float, *, client: str | None = None, task: str | None = None) -> list[Row]:
         """Open episodes idle since `cutoff`, and (given a client and task)
         that client's open episode for that task, which a new retrieval ends:
-        their id and last_activity."""
+        their id, last_activity and author."""
         return self.store.rows(
-            "SELECT id, last_activity FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?)) ORDER BY id",
+            "SELECT id, last_activity, author FROM episodes WHERE status = 'open' AND (last_activity < ? OR (client = ? AND task = ?))"
+            " ORDER BY id",
             (cutoff, client, task),
         )
 
@@ -98,7 +99,8 @@ class EpisodeRecords:
     def shown_rows(self, episode_id: int) -> list[Row]:
         return self.store.rows(
             "SELECT r.item_id, r.rank, r.score, r.similarity, r.exploration, r.utility, r.resident, i.kind, i.title,"
-            " i.content, i.code, i.tags, i.n_adopted, i.adoption_rate FROM retrievals r JOIN items i ON i.id = r.item_id"
+            " i.content, i.code, i.tags, i.n_adopted, i.adoption_rate, i.scope, i.author, i.authors"
+            " FROM retrievals r JOIN items i ON i.id = r.item_id"
             " WHERE r.episode_id = ? ORDER BY r.id",
             (episode_id,),
         )

@@ -47,14 +47,18 @@ class ItemRecords:
         scope: str | None = None,
         author: str | None = None,
         viewer: str | None = None,
+        shared_only: bool = False,
         order: str = "utility",
         limit: int | None = None,
         offset: int = 0,
     ) -> list[Item]:
         """Items by filter. With a `viewer`, others' private items are left
-        out; engine-internal reads pass none and see everything."""
+        out (`shared_only`: every private item); engine-internal reads pass
+        none and see everything."""
         where, params = _filters(kind=kind, statuses=statuses, scope=scope, author=author)
-        if viewer is not None:
+        if shared_only:
+            where += " AND scope <> 'private'"
+        elif viewer is not None:
             where += " AND (scope <> 'private' OR author = ?)"
             params.append(viewer)
         sql = f"SELECT {COLUMNS} FROM items WHERE {where} ORDER BY {ORDERS[order]}"
@@ -141,18 +145,30 @@ class ItemRecords:
 
     # ----------------------------------------------------------------- stats
 
-    def counts_by(self, column: str) -> dict[str, int]:
+    def counts_by(self, column: str, *, viewer: str | None = None) -> dict[str, int]:
+        """Counts per value; with a viewer, of the items that viewer may see."""
         if column not in ("kind", "status", "author", "scope"):
             raise ValueError(column)
-        rows = self.store.rows(f"SELECT {column} AS k, COUNT(*) AS n FROM items GROUP BY {column}")
+        where, params = _visible_to(viewer)
+        rows = self.store.rows(f"SELECT {column} AS k, COUNT(*) AS n FROM items WHERE {where} GROUP BY {column}", params)
         return {("-" if r["k"] is None else r["k"]): int(r["n"]) for r in rows}
 
-    def resident_tokens(self) -> int:
-        return int(self.store.scalar("SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) AS n FROM items WHERE status = 'resident'"))
+    def resident_tokens(self, *, viewer: str | None = None) -> int:
+        where, params = _visible_to(viewer)
+        sql = f"SELECT CAST(COALESCE(SUM(tokens), 0) AS BIGINT) AS n FROM items WHERE status = 'resident' AND {where}"
+        return int(self.store.scalar(sql, params))
 
-    def mean_utility(self) -> float | None:
-        value = self.store.scalar("SELECT AVG(utility) AS u FROM items WHERE status IN ('active', 'resident')")
+    def mean_utility(self, *, viewer: str | None = None) -> float | None:
+        where, params = _visible_to(viewer)
+        value = self.store.scalar(f"SELECT AVG(utility) AS u FROM items WHERE status IN ('active', 'resident') AND {where}", params)
         return None if value is None else float(value)
+
+
+def _visible_to(viewer: str | None) -> tuple[str, list]:
+    """Items a viewer may see, whole or counted (None: every item, for the engine's own reads)."""
+    if viewer is None:
+        return "1 = 1", []
+    return "(scope <> 'private' OR author = ?)", [viewer]
 
 
 def _filters(*, kind, statuses, scope, author) -> tuple[str, list]:

@@ -58,6 +58,9 @@ TABLES: dict[str, tuple[str, ...]] = {
         "rule_backends",
         "rule_hardware",
         "rule_triggers",
+        "authors",
+        "adopted_by",
+        "merged_into",
     ),
     "episodes": (
         "id",
@@ -76,6 +79,7 @@ TABLES: dict[str, tuple[str, ...]] = {
         "closed_at",
         "author",
         "close_reason",
+        "task_free",
     ),
     "retrievals": (
         "id",
@@ -106,6 +110,8 @@ TABLES: dict[str, tuple[str, ...]] = {
         "request_id",
         "host",
         "speedup_trusted",
+        "operator",
+        "family",
     ),
     "adoptions": ("id", "episode_id", "item_id", "attempt_id", "evidence", "weight", "created_at", "author"),
     "utility_log": (
@@ -139,6 +145,8 @@ JSON_COLUMNS = (
     "rule_backends",
     "rule_hardware",
     "rule_triggers",
+    "authors",
+    "adopted_by",
 )
 
 
@@ -340,6 +348,22 @@ _SPEEDUP_TRUSTED = """
     ALTER TABLE attempts ADD COLUMN speedup_trusted INTEGER;
 """
 
+# Evidence a team can trust (docs/memory.md, "Threat model"): a rule's
+# authors are its source items' authors; who adopted an item (promotion on a
+# team needs someone besides its author); the rule an item was merged into
+# (credit that arrives for it later reaches the rule); whether an episode's
+# task was free text (bound to its first attempt's task); the operator and
+# family of the task an attempt evaluated (what credit counts, not a claim).
+_TEAM_EVIDENCE = """
+    ALTER TABLE items ADD COLUMN authors TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE items ADD COLUMN adopted_by TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE items ADD COLUMN merged_into BIGINT;
+    ALTER TABLE episodes ADD COLUMN task_free INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE attempts ADD COLUMN operator TEXT;
+    ALTER TABLE attempts ADD COLUMN family TEXT;
+    CREATE INDEX utility_log_created ON utility_log(created_at);
+"""
+
 MIGRATIONS: list[Migration] = [
     Migration(
         "0001_initial",
@@ -355,6 +379,7 @@ MIGRATIONS: list[Migration] = [
     Migration("0004_rule_scope", sqlite=_RULE_SCOPE, postgres=_RULE_SCOPE),
     Migration("0005_close_reason", sqlite=_CLOSE_REASON, postgres=_CLOSE_REASON),
     Migration("0006_speedup_trusted", sqlite=_SPEEDUP_TRUSTED, postgres=_SPEEDUP_TRUSTED),
+    Migration("0007_team_evidence", sqlite=_TEAM_EVIDENCE, postgres=_TEAM_EVIDENCE),
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, Sequence
 
-from sage_engine.errors import NotFound, StoreError
+from sage_engine.errors import InvalidInput, NotFound, StoreError
 from sage_engine.memory.store.schema import JSON_COLUMNS, TABLES
 
 Row = dict[str, Any]
@@ -51,6 +51,15 @@ def check_columns(table: str, row: Row) -> None:
     unknown = set(row) - set(TABLES[table])
     if unknown:
         raise StoreError(f"unknown {table} columns {sorted(unknown)}")
+
+
+def check_text_values(table: str, row: Row) -> None:
+    """The same refusal on both stores (PostgreSQL cannot hold a NUL in text;
+    SQLite would keep it and a later copy would fail), naming the field."""
+    for column, value in row.items():
+        if isinstance(value, str) and "\x00" in value:
+            where = f" (row {row['id']})" if row.get("id") is not None else ""
+            raise InvalidInput(f"{table}.{column}{where} contains a NUL byte; send plain text")
 
 
 def encode(value: Any) -> Any:
