@@ -70,9 +70,11 @@ def calibration_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def config(db_spec: str, tmp_path: Path, calibration_dir: Path) -> Config:
-    # Automatic consolidation off: tests consolidate when they mean to.
+    # Automatic consolidation off: tests consolidate when they mean to. A
+    # call that waits for an evaluation waits for its result however loaded
+    # the machine is; the tests of a call that stops waiting pass wait_s.
     cache = share_calibration(tmp_path / "cache", calibration_dir)
-    return Config(cache_dir=cache, auto_consolidate_every=0).with_db(db_spec)
+    return Config(cache_dir=cache, auto_consolidate_every=0, eval_wait_s=600.0).with_db(db_spec)
 
 
 @pytest.fixture

@@ -36,6 +36,8 @@ EvalStatus = Literal[
     "sandbox_error",
     "task_error",
     "host_error",
+    # Still being evaluated: the answer of a call that stopped waiting (attempt_id says what to poll).
+    "running",
 ]
 
 
@@ -332,6 +334,7 @@ class EvalResult(_Model):
     host: str | None = Field(None, description="The machine that ran the evaluation")
     attempt_id: int | None = None
     episode_id: int | None = None
+    poll_after_s: float | None = Field(None, description="Status running only: ask get_result(attempt_id) again after this many seconds")
     created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")
     stdout_tail: str = ""
     confinement: str = Field("", description="How the candidate was contained: bubblewrap, or limits-only")

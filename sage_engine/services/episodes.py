@@ -148,9 +148,11 @@ class EpisodeService:
         user: str | None,
         request_id: str | None = None,
         host: str | None = None,
+        attempt_id: int | None = None,
     ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions); returns it
-        as stored. The same `request_id` twice stores it once."""
+        as stored. The same `request_id` twice stores it once; `attempt_id`
+        is the id reserved when the evaluation started (a fresh one without)."""
         if adopted and episode_id is None:
             raise InvalidInput("adopted_ids need an episode_id: pass the one retrieve_rules returned")
         with self.store.transaction():
@@ -166,6 +168,7 @@ class EpisodeService:
             timing = result.candidate_timing
             attempt_id = self.store.episodes.add_attempt(
                 {
+                    "id": attempt_id,
                     "episode_id": episode_id,
                     "task": result.task,
                     "backend": result.backend,

@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from sage_engine.config import BACKENDS
-from sage_engine.engine import Engine
+from sage_engine.engine import Engine, Job
 from sage_engine.errors import SageError
 from sage_engine.models import (
     AddResult,
@@ -43,6 +43,8 @@ from sage_engine.models import (
     TaskDetail,
     TaskSummary,
 )
+
+from sage_mcp.mcp.waiting import answer_evaluation
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -244,6 +246,7 @@ async def compile_and_bench(
         list[Annotated[int, Field(**ID_BOUNDS)]], Field(description="Ids of retrieved items this kernel follows (needs episode_id)")
     ] = [],  # noqa: B006 - pydantic copies defaults
     trials: Annotated[int | None, Field(description="Seeded correctness trials per case, 1-20")] = None,
+    wait_s: Annotated[float | None, Field(description=WAIT_S, ge=0, le=600)] = None,
 ) -> EvalResult:
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
 
@@ -258,21 +261,49 @@ async def compile_and_bench(
     the machine can go is flagged (profile.impossible). A failing kernel is a result, not an error:
     read message and diagnostics, fix the code and call again; host_error is the host's fault, not
     your kernel's: evaluate again. A `busy` error means too many evaluations wait already: nothing
-    ran, retry after the seconds it names. Takes seconds to minutes; progress is reported. Finish
-    with record_adoption.
+    ran, retry after the seconds it names. Takes seconds to minutes; progress is reported. If it
+    is not done within wait_s (default 25 s), the call returns status running with attempt_id:
+    the evaluation goes on and is stored once; call get_result(attempt_id) for it instead of
+    evaluating again. Finish with record_adoption.
     """
     adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
-    return await _call_with_progress(
-        ctx,
-        engine_of(ctx).evaluate,
-        cancellable=True,
-        candidate=candidate,
-        task=task,
-        backend=backend,
-        episode_id=episode_id,
-        adopted=adopted,
-        trials=trials,
-    )
+    engine = engine_of(ctx)
+    job = await _call(engine.start_evaluation, candidate, task, backend=backend, episode_id=episode_id, adopted=adopted, trials=trials)
+    return await _answer(ctx, job, wait_s, cancel_on_abort=True)
+
+
+async def get_result(
+    ctx: Context,
+    attempt_id: Annotated[int, Field(description="The attempt_id compile_and_bench returned (status running or done)", **ID_BOUNDS)],
+    wait_s: Annotated[float | None, Field(description=WAIT_S, ge=0, le=600)] = None,
+) -> EvalResult:
+    """The result of an evaluation by its attempt_id: for one compile_and_bench answered as running.
+
+    Waits up to wait_s (default 25 s) for an evaluation still running and returns its result
+    (the same one compile_and_bench would have returned, recorded once in its episode), or status
+    running again with poll_after_s: call again then. Reading a result never evaluates again; a
+    finished attempt can be read any time.
+    """
+    engine = engine_of(ctx)
+    job = await _call(engine.evaluation_job, attempt_id)
+    if job is None:
+        return await _call(engine.get_attempt, attempt_id)
+    return await _answer(ctx, job, wait_s, cancel_on_abort=False)
+
+
+WAIT_S = (
+    "Seconds to wait for the result before answering status running with attempt_id (0-600; default 25, "
+    "under the time the common clients give a tool call)"
+)
+
+
+async def _answer(ctx: Context, job: Job, wait_s: float | None, *, cancel_on_abort: bool) -> EvalResult:
+    engine = state_of(ctx).engine
+    try:
+        wait = engine.config.eval_wait_s if wait_s is None else wait_s
+        return await answer_evaluation(ctx, engine, job, wait, cancel_on_abort=cancel_on_abort)
+    except (SageError, *INPUT_FAULTS) as exc:
+        raise refusal(exc) from exc
 
 
 async def record_adoption(
@@ -424,6 +455,8 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (retrieve_rules, "Retrieve rules", _hints()),
     # Runs the candidate in a sandbox and stores an attempt; each call adds one.
     (compile_and_bench, "Compile and benchmark a kernel", _hints()),
+    # Reads an evaluation (waiting for it); never starts one.
+    (get_result, "Get an evaluation's result", READ),
     # Credit rewrites utilities, but every update is appended to an audit log.
     (record_adoption, "Record adoption and lesson", _hints()),
     # Can demote rules and merge items out of retrieval (reversible, but it changes what every agent sees).
