@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Callable, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
@@ -56,6 +57,8 @@ class AppState:
 
     engine: Engine
     instance: str  # unique per server process: part of every client id
+    # Where work outliving a request runs (an MCP task's notifications): the lifespan's task group.
+    background: anyio.abc.TaskGroup | None = None
 
 
 def state_of(ctx: Context) -> AppState:
@@ -266,10 +269,14 @@ async def compile_and_bench(
     the evaluation goes on and is stored once; call get_result(attempt_id) for it instead of
     evaluating again. Finish with record_adoption.
     """
-    adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
+    adopted = adoptions(adopted_ids)
     engine = engine_of(ctx)
     job = await _call(engine.start_evaluation, candidate, task, backend=backend, episode_id=episode_id, adopted=adopted, trials=trials)
     return await _answer(ctx, job, wait_s, cancel_on_abort=True)
+
+
+def adoptions(adopted_ids: list[int]) -> list[Adoption]:
+    return [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
 
 
 async def get_result(

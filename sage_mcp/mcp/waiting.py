@@ -10,6 +10,7 @@ is stored once whoever asks.
 from __future__ import annotations
 
 import logging
+from typing import Awaitable, Callable
 
 import anyio
 import anyio.from_thread
@@ -22,13 +23,14 @@ from sage_engine.models import EvalResult
 log = logging.getLogger(__name__)
 
 Update = tuple[float, float | None, str]
+Sink = Callable[[float, float | None, str], Awaitable[None]]
 
 
-async def follow(ctx: Context | None, job: Job, wait_s: float, *, cancel_on_abort: bool) -> bool:
-    """Wait up to `wait_s` for `job`, sending its progress to the caller;
-    whether it ended. With `cancel_on_abort`, this request being cancelled
-    (`notifications/cancelled`, the client going away) cancels the job: the
-    call that started an evaluation owns it until it answers."""
+async def follow(job: Job, wait_s: float, sink: Sink | None, *, cancel_on_abort: bool) -> bool:
+    """Wait up to `wait_s` for `job`, passing its progress to `sink`;
+    whether it ended. With `cancel_on_abort`, the waiting task being
+    cancelled (`notifications/cancelled`, the client going away) cancels the
+    job: the call that started an evaluation owns it until it answers."""
     done = anyio.Event()
     send, receive = anyio.create_memory_object_stream[Update](64)
     token = anyio.lowlevel.current_token()
@@ -54,10 +56,10 @@ async def follow(ctx: Context | None, job: Job, wait_s: float, *, cancel_on_abor
     async def forward() -> None:
         async with receive:
             async for done_, total, message in receive:
-                if ctx is None:
+                if sink is None:
                     continue
                 try:
-                    await ctx.report_progress(done_, total, message)
+                    await sink(done_, total, message)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                     log.debug("client went away; progress dropped")
 
@@ -79,6 +81,6 @@ async def follow(ctx: Context | None, job: Job, wait_s: float, *, cancel_on_abor
 async def answer_evaluation(ctx: Context, engine: Engine, job: Job, wait_s: float, *, cancel_on_abort: bool) -> EvalResult:
     """The evaluation's stored result if it ends within `wait_s`, else
     `running`; raises what the evaluation ended with (a refusal, a cancel)."""
-    if not await follow(ctx, job, wait_s, cancel_on_abort=cancel_on_abort):
+    if not await follow(job, wait_s, ctx.report_progress, cancel_on_abort=cancel_on_abort):
         return engine.running_result(job)
     return job.outcome()
