@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable, Mapping, Protocol
 
 import anyio
 import anyio.to_thread
+from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, METHOD_NOT_FOUND, CallToolResult, TextContent
 from mcp_types import TaskStatusNotification, TaskStatusNotificationParams
@@ -31,7 +32,6 @@ from sage_engine.errors import SageError
 from sage_mcp.mcp.arguments import describe
 from sage_mcp.mcp.tools import INPUT_FAULTS, USER_HEADER, AppState, adoptions, refusal
 from sage_mcp.mcp.waiting import follow
-from mcp.server.mcpserver.tools import Tool
 
 log = logging.getLogger(__name__)
 
