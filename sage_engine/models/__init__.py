@@ -241,6 +241,9 @@ class EpisodeDetail(EpisodeSummary):
     adopted: list[Adoption] = Field(default_factory=list)
     attempt_list: list[AttemptSummary] = Field(default_factory=list)
     updates: list[UtilityUpdate] = Field(default_factory=list)
+    cut: dict[str, int] = Field(
+        default_factory=dict, description="Entries of each list a reply left out to stay under the client's size cap (oldest first)"
+    )
 
 
 # ------------------------------------------------------------------- consolidation

@@ -45,6 +45,7 @@ from sage_engine.models import (
     TaskSummary,
 )
 
+from sage_mcp.mcp.budget import fit_episode, fit_items, fit_retrieval, fit_source
 from sage_mcp.mcp.waiting import answer_evaluation
 
 log = logging.getLogger(__name__)
@@ -219,7 +220,7 @@ async def retrieve_rules(
     stdio or a session; over session-less HTTP nothing is closed for you: record_adoption ends it.
     """
     client, owned = client_id(ctx)
-    return await _call(
+    result = await _call(
         engine_of(ctx).retrieve,
         task,
         operator=operator,
@@ -233,6 +234,7 @@ async def retrieve_rules(
         scope=scope,
         close_previous=owned,
     )
+    return fit_retrieval(result)
 
 
 async def compile_and_bench(
@@ -354,7 +356,8 @@ async def consolidate(
     demoted, merged clusters, the rulebook and its tokens. SAGE also runs it automatically
     every few closed episodes.
     """
-    return await _call_with_progress(ctx, engine_of(ctx).consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
+    report = await _call_with_progress(ctx, engine_of(ctx).consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
+    return report.model_copy(update={"rulebook": fit_items(report.rulebook)})
 
 
 async def list_tasks(
@@ -374,7 +377,8 @@ async def show_task(
     """A task's summary and the PyTorch reference source your ModelNew must match
     (same constructor and forward signature, same outputs within tolerance)."""
     engine = engine_of(ctx)
-    return await _call(lambda: TaskDetail(**engine.get_task(task).model_dump(), reference_source=engine.task_source(task)))
+    detail = await _call(lambda: TaskDetail(**engine.get_task(task).model_dump(), reference_source=engine.task_source(task)))
+    return detail.model_copy(update={"reference_source": fit_source(detail.reference_source, task)})
 
 
 async def search_memory(
@@ -387,7 +391,7 @@ async def search_memory(
 ) -> list[ScoredItem]:
     """Search memory without opening an episode (nothing is logged or credited).
     To use an item in a kernel, retrieve it through retrieve_rules so adoption counts."""
-    return await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope)
+    return fit_items(await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope))
 
 
 async def show_item(ctx: Context, item_id: Annotated[int, Field(description="Memory item id", **ID_BOUNDS)]) -> Item:
@@ -433,7 +437,7 @@ async def memory_stats(ctx: Context) -> MemoryStats:
 async def show_episode(ctx: Context, episode_id: Annotated[int, Field(description="Episode id", **ID_BOUNDS)]) -> EpisodeDetail:
     """An episode in full: items shown, adoptions, attempts with status and speedup, and the
     utility updates applied when it closed."""
-    return await _call(engine_of(ctx).get_episode, episode_id)
+    return fit_episode(await _call(engine_of(ctx).get_episode, episode_id))
 
 
 async def ping(ctx: Context) -> dict[str, str]:
