@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from sage_engine.engine import Engine
-from tests.mcp.support import SAGE_MCP, SILU_CPU, fast, seed, stdio_params
+from tests.mcp.support import SILU_CPU, fast, seed, stdio_params
 from tests.mcp.test_mcp_http import _serving
 from tests.mcp.test_mcp_tasks_http import Session
 
@@ -40,14 +40,23 @@ def episode(call: Call, version: str) -> tuple[int, int]:
     adopted = retrieved["items"][0]["id"]
     started = call(
         "compile_and_bench",
-        {"candidate": SILU_CPU.read_text(), "task": "silu", "episode_id": retrieved["episode_id"], "adopted_ids": [adopted], "trials": 1, "wait_s": 0},
+        {
+            "candidate": SILU_CPU.read_text(),
+            "task": "silu",
+            "episode_id": retrieved["episode_id"],
+            "adopted_ids": [adopted],
+            "trials": 1,
+            "wait_s": 0,
+        },
     )
     assert started["status"] == "running", (version, started)
     result = started
     while result["status"] == "running":
         result = call("get_result", {"attempt_id": started["attempt_id"], "wait_s": 5})
     assert result["status"] == "correct" and result["attempt_id"] == started["attempt_id"], (version, result["message"])
-    report = call("record_adoption", {"episode_id": retrieved["episode_id"], "attempt_id": result["attempt_id"], "adopted": [{"id": adopted}]})
+    report = call(
+        "record_adoption", {"episode_id": retrieved["episode_id"], "attempt_id": result["attempt_id"], "adopted": [{"id": adopted}]}
+    )
     assert report["closed"] and report["credited"], (version, report)
     assert "rulebook" in call("consolidate", {"dry_run": True})
     return retrieved["episode_id"], result["attempt_id"]
@@ -66,7 +75,12 @@ class StdioSession:
     def __init__(self, config, cwd, version: str):
         params = stdio_params(config, cwd)
         self.proc = subprocess.Popen(
-            [params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd, env={**os.environ, **(params.env or {})}, text=True
+            [params.command, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=cwd,
+            env={**os.environ, **(params.env or {})},
+            text=True,
         )
         self.n = 0
         init = self.request("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}})
