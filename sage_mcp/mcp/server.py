@@ -45,6 +45,7 @@ SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
 2. Write a candidate (class ModelNew, same interface as the reference Model).
 3. compile_and_bench(candidate, task, episode_id=..., adopted_ids=[ids you used]).
    A failing kernel is a result: read status and diagnostics, fix, call again.
+   Status running means it is still evaluating: call get_result(attempt_id), do not evaluate again.
 4. record_adoption(episode_id, adopted=[{id, evidence}], attempt_id=best, lesson={title, content}).
    This credits the items you used and stores your lesson for the next agent.
 5. consolidate() now and then promotes proven items into the rulebook.
