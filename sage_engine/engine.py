@@ -102,7 +102,8 @@ class Engine:
     def close(self) -> None:
         if self._owner:
             self.jobs.cancel_all()
-            self.evaluation.close()
+            self.evaluation.close()  # kills what the jobs run
+            self.jobs.wait_all(10.0)
             self.store.close()
 
     def __enter__(self) -> "Engine":

@@ -11,6 +11,7 @@ it is skipped with the reason, unless SAGE_TEST_REQUIRE names that part
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ from sage_engine.config import Config
 from sage_engine.engine import Engine
 from tests.support.engine import share_calibration
 from tests.support.postgres import postgres_cluster
+
+
+# Servers the tests start as subprocesses (`sage-mcp`, `sage serve`) wait
+# for an evaluation's result however loaded the machine is, as the `config`
+# fixture does; the tests of a call that stops waiting pass wait_s.
+os.environ.setdefault("SAGE_EVAL_WAIT_S", "600")
 
 
 @pytest.fixture(scope="session")

@@ -185,6 +185,13 @@ class Jobs:
         for job in self.running():
             job.cancel.set()
 
+    def wait_all(self, timeout_s: float) -> None:
+        """Give running jobs up to `timeout_s` in all to end (a closing engine
+        lets each store its attempt or raise its cancel before the store goes)."""
+        deadline = time.monotonic() + timeout_s
+        for job in self.running():
+            job.wait(max(deadline - time.monotonic(), 0.0))
+
     def _expire(self, now: float) -> None:
         for job_id in [k for k, j in self._jobs.items() if j.expired(now)]:
             job = self._jobs.pop(job_id)

@@ -75,7 +75,13 @@ def start_evaluation(
         )
 
     job = jobs.start("evaluation", work, owner=engine.user, attempt_id=attempt_id, episode_id=episode_id)
-    job.meta.update(task=the_task.id, backend=backend or engine.config.backend, candidate_hash=engine.candidate_hash(source))
+    # What a surface shows before the result exists, and how an editor finds the run for its file.
+    job.meta.update(
+        task=the_task.id,
+        backend=backend or engine.config.backend,
+        candidate_hash=engine.candidate_hash(source),
+        candidate_path=candidate_path or path,
+    )
     return job
 
 

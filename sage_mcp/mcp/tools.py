@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, TypeVar
 
@@ -105,33 +104,19 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise refusal(exc) from exc
 
 
-async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable: bool = False, **kwargs: Any) -> T:
+async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any) -> T:
     """Run `fn(progress=callback, **kwargs)` on a worker thread and forward
-    each callback to the client as a progress notification. With
-    `cancellable`, `fn` also gets `cancel`, a threading.Event set when the
-    request is cancelled (`notifications/cancelled`, or the client going
-    away), so the engine stops the work instead of finishing it for nobody."""
+    each callback to the client as a progress notification. (An evaluation
+    runs as an engine job instead, `sage_mcp/mcp/waiting.py`, so it can
+    outlive the call.)"""
     send, receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](64)
     token = anyio.lowlevel.current_token()
-    cancel = threading.Event()
-    finished = False
-    if cancellable:
-        kwargs["cancel"] = cancel
-
-    async def watch_cancel() -> None:
-        # The worker thread itself cannot be interrupted: this task is, and tells it.
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            if not finished:
-                cancel.set()
-            raise
 
     def offer(update: tuple[float, float | None, str]) -> None:
         try:
             send.send_nowait(update)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # progress is advisory: drop an update rather than stall the evaluation (or after a cancel)
+            pass  # progress is advisory: drop an update rather than stall the work
 
     def progress(done: float, total: float | None, message: str) -> None:
         anyio.from_thread.run_sync(offer, (float(done), total, message), token=token)
@@ -150,16 +135,11 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable
     result: Any = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(forward)
-        if cancellable:
-            tg.start_soon(watch_cancel)
         with send:
             try:
                 result = await anyio.to_thread.run_sync(functools.partial(fn, progress=progress, **kwargs))
             except (SageError, *INPUT_FAULTS) as exc:
                 error = exc
-            finally:
-                finished = True
-        tg.cancel_scope.cancel()  # the watcher; the progress stream ends with `send`
     if error is not None:
         raise refusal(error) from error
     return result

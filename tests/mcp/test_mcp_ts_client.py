@@ -24,7 +24,7 @@ TS = Path(__file__).resolve().parent / "ts"
 RELU = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures" / "tasks" / "relu"
 GOOD_RELU = (RELU / "solutions" / "cpu_clamp.py").read_text()
 HUNG_RELU = GOOD_RELU.replace("return torch.clamp(x, min=0.0)", "while True:\n            pass")
-ENV = {"SAGE_TIMING_BUDGET_S": "0.2", "SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_CANDIDATE_ROOTS": str(RELU)}
+ENV = {"SAGE_TIMING_BUDGET_S": "0.2", "SAGE_AUTO_CONSOLIDATE_EVERY": "0", "SAGE_CANDIDATE_ROOTS": str(RELU), "SAGE_EVAL_WAIT_S": "600"}
 
 
 @pytest.fixture(scope="module")
