@@ -166,17 +166,22 @@ class TaskMiddleware:
         return {"task": task_view(job, self._poll_ms(ctx))}
 
     async def _notify(self, session: Any, job: Job, token: str | int | None, poll_ms: int) -> None:
-        """Progress (on the call's token) and the final status, while the
-        client's connection lasts; a client gone is no reason to stop the job."""
+        """Progress (on the call's token) and the task's status at each phase
+        and at its end, while the client's connection lasts; a client gone
+        is no reason to stop the job."""
+
+        async def status() -> None:
+            view = TaskStatusNotificationParams.model_validate(task_view(job, poll_ms))
+            await session.send_notification(TaskStatusNotification(params=view))
 
         async def progress(done: float, total: float | None, message: str) -> None:
             if token is not None:
                 await session.send_progress_notification(token, done, total, message)
+            await status()  # its statusMessage is the phase just reached
 
         try:
             await follow(job, math.inf, progress, cancel_on_abort=False)
-            status = TaskStatusNotificationParams.model_validate(task_view(job, poll_ms))
-            await session.send_notification(TaskStatusNotification(params=status))
+            await status()
         except Exception:  # the connection ended: status stays readable with tasks/get
             log.debug("task %s: client gone, notifications stop", job.id, exc_info=True)
 

@@ -57,6 +57,8 @@ def check_stream(seen: dict, config: Config) -> None:
     assert seen["result"]["status"] == "correct" and seen["result"]["episode_id"] == seen["episode_id"]
     assert "timing" in seen["progress"] and seen["progress"][-1] == "done: correct", seen["progress"]
     assert [seen["created"]["taskId"], "completed"] in seen["listed"]
+    # notifications/tasks/status as it goes, while the connection lasts (over HTTP on its standalone stream).
+    assert seen["notified"] and seen["notified"][-1] == "completed" and "working" in seen["notified"], seen["notified"]
     assert seen["report"]["closed"] and seen["report"]["credited"]
     with Engine(config) as engine:
         assert [a.id for a in engine.get_episode(seen["episode_id"]).attempt_list] == [seen["result"]["attempt_id"]]

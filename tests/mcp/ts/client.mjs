@@ -8,6 +8,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CreateTaskResultSchema, TaskStatusNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const spec = JSON.parse(process.argv[2]);
 
@@ -53,7 +54,7 @@ async function stream(client, seen) {
 async function cancel(client, seen) {
   const created = await client.request(
     { method: "tools/call", params: { name: "compile_and_bench", arguments: { candidate: spec.candidate, task: spec.task, trials: 1 }, task: {} } },
-    (await import("@modelcontextprotocol/sdk/types.js")).CreateTaskResultSchema,
+    CreateTaskResultSchema,
   );
   seen.created = created.task;
   const id = created.task.taskId;
@@ -81,7 +82,10 @@ async function cancel(client, seen) {
 }
 
 const client = new Client({ name: "sage-ts-test", version: "0" });
-const seen = { messages: [] };
+const seen = { messages: [], notified: [] };
+client.setNotificationHandler(TaskStatusNotificationSchema, (n) => {
+  seen.notified.push(n.params.status);
+});
 await client.connect(transport());
 seen.protocol = client.transport?.protocolVersion ?? null;
 seen.capabilities = client.getServerCapabilities();
