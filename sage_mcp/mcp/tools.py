@@ -217,6 +217,12 @@ async def retrieve_rules(
     return fit_retrieval(result)
 
 
+WAIT_S = (
+    "Seconds to wait for the result before answering status running with attempt_id (0-600; default 25, "
+    "under the time the common clients give a tool call)"
+)
+
+
 async def compile_and_bench(
     ctx: Context,
     candidate: Annotated[str, Field(description="Source of a module defining class ModelNew, or a path to such a .py file in the project")],
@@ -278,12 +284,6 @@ async def get_result(
     if job is None:
         return await _call(engine.get_attempt, attempt_id)
     return await _answer(ctx, job, wait_s, cancel_on_abort=False)
-
-
-WAIT_S = (
-    "Seconds to wait for the result before answering status running with attempt_id (0-600; default 25, "
-    "under the time the common clients give a tool call)"
-)
 
 
 async def _answer(ctx: Context, job: Job, wait_s: float | None, *, cancel_on_abort: bool) -> EvalResult:
