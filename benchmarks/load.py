@@ -49,7 +49,7 @@ from sage_engine.memory import utility
 BIN = Path(sys.executable).parent
 TASK = "silu"
 CANDIDATE = Path(__file__).resolve().parents[1] / "sage_engine" / "suite" / "tasks" / TASK / "solutions" / "cpu_sigmoid_mul.py"
-TOOLS = ("retrieve_rules", "compile_and_bench", "record_adoption", "search_memory", "memory_stats")
+TOOLS = ("retrieve_rules", "compile_and_bench", "get_result", "record_adoption", "search_memory", "memory_stats")
 KIND = re.compile(r"^(?:Error executing tool \w+: )?([a-z_]+): ")
 RETRY = re.compile(r"try again in about (\d+) s")
 WARM_S = 10.0
@@ -106,7 +106,7 @@ async def call(c: Any, tally: Tally, tool: str, args: dict[str, Any]) -> dict[st
         busy = RETRY.search(text) if "busy" in text else None
         return float(busy.group(1)) if busy else None
     out = r.structured_content or {}
-    if tool == "compile_and_bench" and out.get("duration_s") is not None:
+    if tool == "compile_and_bench" and out.get("duration_s") is not None and out.get("status") != "running":
         tally.queue_wait.append(max(0.0, took - float(out["duration_s"])) * 1e3)
     return out
 
@@ -127,6 +127,9 @@ async def agent(url: str, token: str, n: int, deadline: float, tally: Tally, sou
             while isinstance(result, float) and time.monotonic() < deadline:
                 await anyio.sleep(result)  # as an MCP client does with a `busy` answer
                 result = await call(c, tally, "compile_and_bench", args)
+            while isinstance(result, dict) and result.get("status") == "running":
+                # Past its wait_s the call answered with the attempt id: read the result by it, as an agent does.
+                result = await call(c, tally, "get_result", {"attempt_id": result["attempt_id"]})
             if isinstance(result, dict) and result.get("attempt_id") is not None:
                 told["attempts"].append(result["attempt_id"])
             report = await call(

@@ -347,6 +347,20 @@ class Config:
     # --- episodes ----------------------------------------------------------
     episode_idle_s: float = 1800.0  # an open episode idle this long is closed and credited
 
+    # --- calls that outlive the client's patience (docs/mcp.md) ---------------
+    # How long compile_and_bench waits for its result before answering
+    # `running` with the attempt id to poll: under the shortest wait the
+    # common clients give a tool call. Clients built on the MCP TypeScript
+    # SDK give up after its 60 s default; Claude Code has dropped calls after
+    # ~30 s (socket hang up) and 60 s. 25 s leaves room for the answer.
+    eval_wait_s: float = 25.0
+    # How soon a `running` answer tells the agent to ask again (get_result
+    # itself waits up to eval_wait_s, so an early poll costs one round trip).
+    poll_after_s: float = 5.0
+    # How long a finished MCP task (and a background evaluation's handle) is
+    # kept after it ends; an evaluation's result stays in the database anyway.
+    task_ttl_s: float = 3600.0
+
     # --- LLM (agent loop and LLM rule abstraction) ----------------------------
     model: str = "claude-sonnet-4-5"
     anthropic_base_url: str | None = None

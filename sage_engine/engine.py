@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from sage_engine.config import Config
-from sage_engine.errors import InvalidInput
+from sage_engine.errors import InvalidInput, NotFound
 from sage_engine.memory.consolidation import DeterministicAbstractor, RuleAbstractor
 from sage_engine.memory.embeddings import DenseIndex, load_embedder
 from sage_engine.memory.retrieval import Filters
@@ -49,6 +49,8 @@ from sage_engine.models import (
 )
 from sage_engine.services.episodes import EpisodeService, episode_key
 from sage_engine.services.evaluation import EvaluationService
+from sage_engine.services import runs
+from sage_engine.services.jobs import Job, Jobs
 from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
 from sage_engine.services.team import Caller, check_admin, is_team, set_mode
@@ -90,6 +92,7 @@ class Engine:
         self.episodes = EpisodeService(self.store, self.config, self.memory)
         self.rulebook = RulebookService(self.store, self.config, abstractor or DeterministicAbstractor())
         self.evaluation = EvaluationService(self.config)
+        self.jobs = Jobs(self.config.task_ttl_s)  # shared by every as_user view
         self.episodes.consolidate = lambda caller: self.rulebook.consolidate(caller=caller)
         self.admin = True
         self._owner = True
@@ -110,7 +113,9 @@ class Engine:
 
     def close(self) -> None:
         if self._owner:
-            self.evaluation.close()
+            self.jobs.cancel_all()
+            self.evaluation.close()  # kills what the jobs run
+            self.jobs.wait_all(10.0)
             self.store.close()
 
     def __enter__(self) -> "Engine":
@@ -293,6 +298,49 @@ class Engine:
             labels=(the_task.operator, the_task.family),
         )
 
+    def start_evaluation(
+        self,
+        candidate: str,
+        task: str,
+        *,
+        backend: str | None = None,
+        episode_id: int | None = None,
+        adopted: Sequence[Adoption] = (),
+        trials: int | None = None,
+        candidate_path: str | None = None,
+    ) -> Job:
+        """`evaluate` without waiting: checked now, its attempt id reserved,
+        evaluated and stored (once) in the background. Read it back with
+        `evaluation_job` while it is kept, `get_attempt` for good."""
+        return runs.start_evaluation(
+            self,
+            self.jobs,
+            candidate,
+            task,
+            backend=backend,
+            episode_id=episode_id,
+            adopted=adopted,
+            trials=trials,
+            candidate_path=candidate_path,
+        )
+
+    def evaluation_job(self, attempt_id: int) -> Job | None:
+        """The background evaluation that stores `attempt_id`, while this
+        process keeps it; None for one it never ran (or long finished).
+        Someone else's raises NotFound, as a made-up id would."""
+        job = self.jobs.for_attempt(attempt_id)
+        if job is not None and job.owner != self.user:
+            raise NotFound(f"no attempt with id {attempt_id}")
+        return job
+
+    def running_result(self, job: Job) -> EvalResult:
+        """What an evaluation not finished yet answers: `running`, its attempt id, when to ask again."""
+        return runs.running_result(job, self.config.poll_after_s)
+
+    def start_consolidation(self, *, dry_run: bool = False, budget_tokens: int | None = None) -> Job:
+        """`consolidate` in the background (an MCP task)."""
+        return runs.start_consolidation(self, self.jobs, dry_run=dry_run, budget_tokens=budget_tokens)
+
     def record_result(
         self,
         result: EvalResult,
@@ -302,6 +350,7 @@ class Engine:
         candidate_path: str | None = None,
         request_id: str | None = None,
         labels: tuple[str | None, str | None] = (None, None),
+        attempt_id: int | None = None,
     ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions). `evaluate`
         calls this; so can a caller that evaluated elsewhere (its own NPU farm).
@@ -317,6 +366,7 @@ class Engine:
             caller=self.caller,
             request_id=request_id,
             labels=labels,
+            attempt_id=attempt_id,
         )
 
     def record_adoption(

@@ -11,6 +11,7 @@ it is skipped with the reason, unless SAGE_TEST_REQUIRE names that part
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ from sage_engine.config import Config
 from sage_engine.engine import Engine
 from tests.support.engine import share_calibration
 from tests.support.postgres import postgres_cluster
+
+
+# Servers the tests start as subprocesses (`sage-mcp`, `sage serve`) wait
+# for an evaluation's result however loaded the machine is, as the `config`
+# fixture does; the tests of a call that stops waiting pass wait_s.
+os.environ.setdefault("SAGE_EVAL_WAIT_S", "600")
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +77,11 @@ def calibration_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def config(db_spec: str, tmp_path: Path, calibration_dir: Path) -> Config:
-    # Automatic consolidation off: tests consolidate when they mean to.
+    # Automatic consolidation off: tests consolidate when they mean to. A
+    # call that waits for an evaluation waits for its result however loaded
+    # the machine is; the tests of a call that stops waiting pass wait_s.
     cache = share_calibration(tmp_path / "cache", calibration_dir)
-    return Config(cache_dir=cache, auto_consolidate_every=0).with_db(db_spec)
+    return Config(cache_dir=cache, auto_consolidate_every=0, eval_wait_s=600.0).with_db(db_spec)
 
 
 @pytest.fixture

@@ -36,6 +36,8 @@ EvalStatus = Literal[
     "sandbox_error",
     "task_error",
     "host_error",
+    # Still being evaluated: the answer of a call that stopped waiting (attempt_id says what to poll).
+    "running",
 ]
 
 
@@ -245,6 +247,9 @@ class EpisodeDetail(EpisodeSummary):
     adopted: list[Adoption] = Field(default_factory=list)
     attempt_list: list[AttemptSummary] = Field(default_factory=list)
     updates: list[UtilityUpdate] = Field(default_factory=list)
+    cut: dict[str, int] = Field(
+        default_factory=dict, description="Entries of each list a reply left out to stay under the client's size cap (oldest first)"
+    )
 
 
 # ------------------------------------------------------------------- consolidation
@@ -338,6 +343,7 @@ class EvalResult(_Model):
     host: str | None = Field(None, description="The machine that ran the evaluation")
     attempt_id: int | None = None
     episode_id: int | None = None
+    poll_after_s: float | None = Field(None, description="Status running only: ask get_result(attempt_id) again after this many seconds")
     created_at: float | None = Field(None, description="When the attempt was stored (epoch seconds)")
     stdout_tail: str = ""
     confinement: str = Field("", description="How the candidate was contained: bubblewrap, or limits-only")

@@ -166,9 +166,11 @@ class EpisodeService:
         request_id: str | None = None,
         host: str | None = None,
         labels: tuple[str | None, str | None] = (None, None),
+        attempt_id: int | None = None,
     ) -> EvalResult:
         """Store an evaluation as an attempt (with its adoptions); returns it
-        as stored. The same `request_id` twice stores it once."""
+        as stored. The same `request_id` twice stores it once; `attempt_id`
+        is the id reserved when the evaluation started (a fresh one without)."""
         if adopted and episode_id is None:
             raise InvalidInput("adopted_ids need an episode_id: pass the one retrieve_rules returned")
         _check_evidence(adopted)
@@ -186,6 +188,7 @@ class EpisodeService:
             timing = result.candidate_timing
             attempt_id = self.store.episodes.add_attempt(
                 {
+                    "id": attempt_id,
                     "episode_id": episode_id,
                     "task": result.task,
                     "backend": result.backend,

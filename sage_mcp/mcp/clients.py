@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from sage_engine.config import is_db_url
+from sage_engine.config import Config, is_db_url
 from sage_engine.errors import InvalidInput
 
 # File, top-level key and entry shape per client. VS Code names the map
@@ -20,6 +20,23 @@ CLIENTS: dict[str, tuple[str, str, bool]] = {
     "cursor": (".cursor/mcp.json", "mcpServers", False),
     "vscode": (".vscode/mcp.json", "servers", True),
 }
+
+
+# The tool-call timeout each client reads from its own entry, in its unit.
+# Claude Code reads `timeout` (milliseconds, a hard limit on one call; under
+# 1000 is ignored and its default is about 28 hours, so a server that stops
+# answering holds an agent that long). 60 s is well past the 25 s that
+# compile_and_bench and get_result wait by default (Config.eval_wait_s), so
+# their answers always arrive, and a hung call ends within a minute. Cursor
+# and VS Code read no such setting (docs/mcp.md says what they do instead).
+TOOL_TIMEOUT: dict[str, tuple[str, int]] = {"claude": ("timeout", int((Config.eval_wait_s + 35) * 1000))}
+
+
+def _with_timeout(client: str, entry: dict[str, Any]) -> dict[str, Any]:
+    if client in TOOL_TIMEOUT:
+        key, value = TOOL_TIMEOUT[client]
+        entry[key] = value
+    return entry
 
 
 def server_command() -> list[str]:
@@ -48,7 +65,7 @@ def server_entry(client: str, db: str | Path | None = None, backend: str | None 
     entry.update(command=command, args=prefix + server_args(db, backend))
     if client == "claude":
         entry["env"] = {}
-    return entry
+    return _with_timeout(client, entry)
 
 
 # How each client expands a secret at launch, so the token never has to sit in
@@ -68,7 +85,7 @@ def http_entry(client: str, url: str, *, token: str | None = None, token_env: st
         token = {"claude": f"${{{token_env}}}", "cursor": f"${{env:{token_env}}}", "vscode": f"${{input:{TOKEN_INPUT}}}"}[client]
     entry: dict[str, Any] = {"type": "http"} if typed else {}
     entry.update(url=url, headers={"Authorization": f"Bearer {token}"})
-    return entry
+    return _with_timeout(client, entry)
 
 
 def config_path(client: str, project: str | Path = ".") -> Path:

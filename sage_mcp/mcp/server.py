@@ -24,7 +24,9 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources import Resource
 from mcp.shared.exceptions import MCPError
-from mcp.types import INVALID_PARAMS
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import INVALID_PARAMS, ToolExecution
+from mcp.types import Tool as MCPTool
 from pydantic import Field, PrivateAttr, ValidationError
 
 from sage_engine.config import BACKENDS, Config
@@ -33,6 +35,7 @@ from sage_engine.errors import InvalidInput, NotFound, SageError
 from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp.arguments import describe
 from sage_mcp.mcp.clients import connect_hint
+from sage_mcp.mcp.tasks import TASK_TOOLS, TaskMiddleware
 from sage_mcp.mcp.tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
 
 log = logging.getLogger("sage_mcp.mcp.server")
@@ -43,6 +46,7 @@ SAGE is an experience memory and evaluator for NPU (Ascend) kernels. Per task:
 2. Write a candidate (class ModelNew, same interface as the reference Model).
 3. compile_and_bench(candidate, task, episode_id=..., adopted_ids=[ids you used]).
    A failing kernel is a result: read status and diagnostics, fix, call again.
+   Status running means it is still evaluating: call get_result(attempt_id), do not evaluate again.
 4. record_adoption(episode_id, adopted=[{id, evidence}], attempt_id=best, lesson={title, content}).
    This credits the items you used and stores your lesson for the next agent.
 5. consolidate() now and then promotes proven items into the rulebook.
@@ -226,6 +230,19 @@ class SageServer(MCPServer):
             # Chained to the ValidationError still, so the SDK logs the field names, never the values.
             raise ToolError(f"Error executing tool {name}: {refusal(problem)}") from exc.__cause__
 
+    def tool(self, name: str) -> Tool:
+        found = self._tool_manager.get_tool(name)
+        if found is None:
+            raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {name!r}")
+        return found
+
+    async def list_tools(self) -> list[MCPTool]:
+        # The tools that run as MCP tasks say so (clients before 2025-11-25 never see the field).
+        return [
+            t.model_copy(update={"execution": ToolExecution(task_support="optional")}) if t.name in TASK_TOOLS else t
+            for t in await super().list_tools()
+        ]
+
     async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None, context: Any = None):
         prompt = self._prompt_manager.get_prompt(name)
         if prompt is None:
@@ -252,6 +269,7 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_sweep_idle, state, sweep_interval(config), on_sweep)
+                state.background = tg
                 yield state
                 tg.cancel_scope.cancel()
         finally:
@@ -266,6 +284,7 @@ def create_server(config: Config | None = None, *, on_sweep: SweepHook | None = 
         lifespan=lifespan,
         log_level="INFO" if log.isEnabledFor(logging.INFO) else "WARNING",
     )
+    server.middleware.append(TaskMiddleware(server))
     for fn, title, hints in TOOLS:
         server.add_tool(fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=hints)
     server.add_resource(

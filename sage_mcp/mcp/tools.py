@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Callable, TypeVar
 
 import anyio
+import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from sage_engine.config import BACKENDS
-from sage_engine.engine import Engine
+from sage_engine.engine import Engine, Job
 from sage_engine.errors import SageError
 from sage_engine.models import (
     AddResult,
@@ -44,6 +44,9 @@ from sage_engine.models import (
     TaskSummary,
 )
 
+from sage_mcp.mcp.budget import fit_episode, fit_items, fit_retrieval, fit_source
+from sage_mcp.mcp.waiting import answer_evaluation
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -54,6 +57,8 @@ class AppState:
 
     engine: Engine
     instance: str  # unique per server process: part of every client id
+    # Where work outliving a request runs (an MCP task's notifications): the lifespan's task group.
+    background: anyio.abc.TaskGroup | None = None
 
 
 def state_of(ctx: Context) -> AppState:
@@ -101,33 +106,19 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise refusal(exc) from exc
 
 
-async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable: bool = False, **kwargs: Any) -> T:
+async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any) -> T:
     """Run `fn(progress=callback, **kwargs)` on a worker thread and forward
-    each callback to the client as a progress notification. With
-    `cancellable`, `fn` also gets `cancel`, a threading.Event set when the
-    request is cancelled (`notifications/cancelled`, or the client going
-    away), so the engine stops the work instead of finishing it for nobody."""
+    each callback to the client as a progress notification. (An evaluation
+    runs as an engine job instead, `sage_mcp/mcp/waiting.py`, so it can
+    outlive the call.)"""
     send, receive = anyio.create_memory_object_stream[tuple[float, float | None, str]](64)
     token = anyio.lowlevel.current_token()
-    cancel = threading.Event()
-    finished = False
-    if cancellable:
-        kwargs["cancel"] = cancel
-
-    async def watch_cancel() -> None:
-        # The worker thread itself cannot be interrupted: this task is, and tells it.
-        try:
-            await anyio.sleep_forever()
-        except anyio.get_cancelled_exc_class():
-            if not finished:
-                cancel.set()
-            raise
 
     def offer(update: tuple[float, float | None, str]) -> None:
         try:
             send.send_nowait(update)
         except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # progress is advisory: drop an update rather than stall the evaluation (or after a cancel)
+            pass  # progress is advisory: drop an update rather than stall the work
 
     def progress(done: float, total: float | None, message: str) -> None:
         anyio.from_thread.run_sync(offer, (float(done), total, message), token=token)
@@ -146,16 +137,11 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], *, cancellable
     result: Any = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(forward)
-        if cancellable:
-            tg.start_soon(watch_cancel)
         with send:
             try:
                 result = await anyio.to_thread.run_sync(functools.partial(fn, progress=progress, **kwargs))
             except (SageError, *INPUT_FAULTS) as exc:
                 error = exc
-            finally:
-                finished = True
-        tg.cancel_scope.cancel()  # the watcher; the progress stream ends with `send`
     if error is not None:
         raise refusal(error) from error
     return result
@@ -216,7 +202,7 @@ async def retrieve_rules(
     stdio or a session; over session-less HTTP nothing is closed for you: record_adoption ends it.
     """
     client, owned = client_id(ctx)
-    return await _call(
+    result = await _call(
         engine_of(ctx).retrieve,
         task,
         operator=operator,
@@ -230,6 +216,13 @@ async def retrieve_rules(
         scope=scope,
         close_previous=owned,
     )
+    return fit_retrieval(result)
+
+
+WAIT_S = (
+    "Seconds to wait for the result before answering status running with attempt_id (0-600; default 25, "
+    "under the time the common clients give a tool call)"
+)
 
 
 async def compile_and_bench(
@@ -246,6 +239,7 @@ async def compile_and_bench(
         list[Annotated[int, Field(**ID_BOUNDS)]], Field(description="Ids of retrieved items this kernel follows (needs episode_id)")
     ] = [],  # noqa: B006 - pydantic copies defaults
     trials: Annotated[int | None, Field(description="Seeded correctness trials per case, 1-20")] = None,
+    wait_s: Annotated[float | None, Field(description=WAIT_S, ge=0, le=600)] = None,
 ) -> EvalResult:
     """Compile, check and time a candidate kernel against the task's PyTorch reference.
 
@@ -260,21 +254,47 @@ async def compile_and_bench(
     the machine can go is flagged (profile.impossible). A failing kernel is a result, not an error:
     read message and diagnostics, fix the code and call again; host_error is the host's fault, not
     your kernel's: evaluate again. A `busy` error means too many evaluations wait already: nothing
-    ran, retry after the seconds it names. Takes seconds to minutes; progress is reported. Finish
-    with record_adoption.
+    ran, retry after the seconds it names. Takes seconds to minutes; progress is reported. If it
+    is not done within wait_s (default 25 s), the call returns status running with attempt_id:
+    the evaluation goes on and is stored once; call get_result(attempt_id) for it instead of
+    evaluating again. Finish with record_adoption.
     """
-    adopted = [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
-    return await _call_with_progress(
-        ctx,
-        engine_of(ctx).evaluate,
-        cancellable=True,
-        candidate=candidate,
-        task=task,
-        backend=backend,
-        episode_id=episode_id,
-        adopted=adopted,
-        trials=trials,
-    )
+    adopted = adoptions(adopted_ids)
+    engine = engine_of(ctx)
+    job = await _call(engine.start_evaluation, candidate, task, backend=backend, episode_id=episode_id, adopted=adopted, trials=trials)
+    return await _answer(ctx, job, wait_s, cancel_on_abort=True)
+
+
+def adoptions(adopted_ids: list[int]) -> list[Adoption]:
+    return [Adoption(id=i, evidence="reported with compile_and_bench") for i in dict.fromkeys(adopted_ids)]
+
+
+async def get_result(
+    ctx: Context,
+    attempt_id: Annotated[int, Field(description="The attempt_id compile_and_bench returned (status running or done)", **ID_BOUNDS)],
+    wait_s: Annotated[float | None, Field(description=WAIT_S, ge=0, le=600)] = None,
+) -> EvalResult:
+    """The result of an evaluation by its attempt_id: for one compile_and_bench answered as running.
+
+    Waits up to wait_s (default 25 s) for an evaluation still running and returns its result
+    (the same one compile_and_bench would have returned, recorded once in its episode), or status
+    running again with poll_after_s: call again then. Reading a result never evaluates again; a
+    finished attempt can be read any time.
+    """
+    engine = engine_of(ctx)
+    job = await _call(engine.evaluation_job, attempt_id)
+    if job is None:
+        return await _call(engine.get_attempt, attempt_id)
+    return await _answer(ctx, job, wait_s, cancel_on_abort=False)
+
+
+async def _answer(ctx: Context, job: Job, wait_s: float | None, *, cancel_on_abort: bool) -> EvalResult:
+    engine = state_of(ctx).engine
+    try:
+        wait = engine.config.eval_wait_s if wait_s is None else wait_s
+        return await answer_evaluation(ctx, engine, job, wait, cancel_on_abort=cancel_on_abort)
+    except (SageError, *INPUT_FAULTS) as exc:
+        raise refusal(exc) from exc
 
 
 async def record_adoption(
@@ -318,7 +338,8 @@ async def consolidate(
     demoted, merged clusters, the rulebook and its tokens. SAGE also runs it automatically
     every few closed episodes.
     """
-    return await _call_with_progress(ctx, engine_of(ctx).consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
+    report = await _call_with_progress(ctx, engine_of(ctx).consolidate, dry_run=dry_run, budget_tokens=budget_tokens)
+    return report.model_copy(update={"rulebook": fit_items(report.rulebook)})
 
 
 async def list_tasks(
@@ -338,7 +359,8 @@ async def show_task(
     """A task's summary and the PyTorch reference source your ModelNew must match
     (same constructor and forward signature, same outputs within tolerance)."""
     engine = engine_of(ctx)
-    return await _call(lambda: TaskDetail(**engine.get_task(task).model_dump(), reference_source=engine.task_source(task)))
+    detail = await _call(lambda: TaskDetail(**engine.get_task(task).model_dump(), reference_source=engine.task_source(task)))
+    return detail.model_copy(update={"reference_source": fit_source(detail.reference_source, task)})
 
 
 async def search_memory(
@@ -351,7 +373,7 @@ async def search_memory(
 ) -> list[ScoredItem]:
     """Search memory without opening an episode (nothing is logged or credited).
     To use an item in a kernel, retrieve it through retrieve_rules so adoption counts."""
-    return await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope)
+    return fit_items(await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope))
 
 
 async def show_item(ctx: Context, item_id: Annotated[int, Field(description="Memory item id", **ID_BOUNDS)]) -> Item:
@@ -397,7 +419,7 @@ async def memory_stats(ctx: Context) -> MemoryStats:
 async def show_episode(ctx: Context, episode_id: Annotated[int, Field(description="Episode id", **ID_BOUNDS)]) -> EpisodeDetail:
     """An episode in full: items shown, adoptions, attempts with status and speedup, and the
     utility updates applied when it closed."""
-    return await _call(engine_of(ctx).get_episode, episode_id)
+    return fit_episode(await _call(engine_of(ctx).get_episode, episode_id))
 
 
 async def ping(ctx: Context) -> dict[str, str]:
@@ -426,6 +448,8 @@ TOOLS: list[tuple[Callable[..., Any], str, ToolAnnotations]] = [
     (retrieve_rules, "Retrieve rules", _hints()),
     # Runs the candidate in a sandbox and stores an attempt; each call adds one.
     (compile_and_bench, "Compile and benchmark a kernel", _hints()),
+    # Reads an evaluation (waiting for it); never starts one.
+    (get_result, "Get an evaluation's result", READ),
     # Credit rewrites utilities, but every update is appended to an audit log.
     (record_adoption, "Record adoption and lesson", _hints()),
     # Can demote rules and merge items out of retrieval (reversible, but it changes what every agent sees).

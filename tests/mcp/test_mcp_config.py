@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from sage_engine.config import Config
 from sage_mcp.cli import cli
 
 SAGE_MCP = str(Path(sys.executable).parent / "sage-mcp")
@@ -112,3 +113,18 @@ def test_http_config_with_a_literal_token_and_a_bad_url(tmp_path):
     assert r.exit_code == 0 and '"Authorization": "Bearer abc"' in r.output
     bad = CliRunner().invoke(cli, ["mcp", "config", "--client", "claude", "--http", "h:1/mcp"])
     assert bad.exit_code == 2 and "sage serve" in bad.output
+
+
+@pytest.mark.parametrize("http", [False, True])
+def test_claude_gets_a_tool_timeout_past_the_servers_own_wait_and_the_others_none(tmp_path, http):
+    # Claude Code's per-server `timeout` (ms) bounds a call that never returns; it
+    # must outlast compile_and_bench's default wait_s so the running answer arrives.
+    extra = ["--http", "http://127.0.0.1:8765/mcp"] if http else []
+    for client, key in (("claude", "mcpServers"), ("cursor", "mcpServers"), ("vscode", "servers")):
+        r = CliRunner().invoke(cli, ["mcp", "config", "--client", client, *extra])
+        assert r.exit_code == 0, r.output
+        entry = json.loads(r.stdout)[key]["sage"]
+        if client == "claude":
+            assert entry["timeout"] >= 1000 and entry["timeout"] > Config().eval_wait_s * 1000 + 30_000
+        else:
+            assert "timeout" not in entry

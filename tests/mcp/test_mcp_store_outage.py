@@ -41,7 +41,7 @@ async def test_a_restart_during_record_adoption_applies_all_of_it_or_none_and_th
     from tests.mcp.support import SILU_CPU
 
     url = own_cluster.create_database()
-    config = Config(cache_dir=tmp_path / "cache", auto_consolidate_every=0, pg_connect_timeout_s=2.0).with_db(url)
+    config = Config(cache_dir=tmp_path / "cache", auto_consolidate_every=0, pg_connect_timeout_s=2.0, eval_wait_s=600.0).with_db(url)
     ids = seed(config)
     async with connect(config) as client:
         shown = await client.call_tool("retrieve_rules", {"task": "silu"})

@@ -36,7 +36,7 @@ from sage_engine.models import (
 )
 
 PROTOCOL_TOOLS = {"retrieve_rules", "compile_and_bench", "record_adoption", "consolidate"}
-READ_ONLY = {"list_tasks", "show_task", "search_memory", "show_item", "memory_stats", "show_episode", "ping"}
+READ_ONLY = {"list_tasks", "show_task", "search_memory", "show_item", "memory_stats", "show_episode", "ping", "get_result"}
 
 
 async def test_every_tool_is_listed_with_an_output_schema_and_truthful_hints(config):

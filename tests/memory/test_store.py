@@ -211,3 +211,18 @@ def test_private_items_are_seen_only_by_their_author(engine):
 def test_global_is_read_as_the_team_scope(engine):
     item = engine.add_item(NewItem(title="softmax trick", content="softmax rows", scope="global")).item
     assert item.scope == "team"
+
+
+def test_an_attempt_id_handed_out_before_its_row_exists_is_never_taken_by_another(engine, new_db):
+    with engine.store.transaction():
+        reserved = engine.store.episodes.reserve_attempt_id()
+    # Attempts stored meanwhile (another agent's, or imported ones) skip it.
+    meanwhile = engine.record_result(make_result("correct", 1.0, 1.5))
+    assert meanwhile.attempt_id > reserved
+    stored = engine.record_result(make_result("correct", 1.0, 1.5), attempt_id=reserved)
+    assert stored.attempt_id == reserved and engine.get_attempt(reserved).created_at == stored.created_at
+    # A copy carries the counter with the rows: the next id there is past both.
+    copy = new_db()
+    engine.copy_to(copy)
+    with Engine(engine.config.with_db(copy)) as there, there.store.transaction():
+        assert there.store.episodes.reserve_attempt_id() > meanwhile.attempt_id

@@ -12,6 +12,7 @@ from sage_engine.memory.store.schema import TABLES
 
 EPISODE_COLUMNS = ", ".join(TABLES["episodes"])
 ATTEMPT_COLUMNS = ", ".join(TABLES["attempts"])
+RESERVED_KEY = "attempt_id_reserved"
 
 
 class EpisodeRecords:
@@ -126,7 +127,24 @@ class EpisodeRecords:
 
     # --------------------------------------------------------------- attempts
 
+    def reserve_attempt_id(self) -> int:
+        """An attempt id no other attempt will take, before its row exists:
+        an evaluation still running is asked for by the id it will be stored
+        under. Ids come from a counter in `meta` (never below the largest id
+        stored, so imported rows are skipped), on both stores; the caller
+        holds the write transaction, which serialises writers."""
+        reserved = self.store.scalar("SELECT value FROM meta WHERE key = ?", (RESERVED_KEY,))
+        stored = self.store.scalar("SELECT COALESCE(MAX(id), 0) AS n FROM attempts")
+        n = max(int(reserved or 0), int(stored or 0)) + 1
+        self.store.run(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", (RESERVED_KEY, str(n))
+        )
+        return n
+
     def add_attempt(self, row: Row) -> int:
+        """Store an attempt under its reserved id (`row["id"]`), or a fresh one."""
+        if row.get("id") is None:
+            row = {**row, "id": self.reserve_attempt_id()}
         return self.store.insert("attempts", row)  # type: ignore[return-value]
 
     def set_attempt_result(self, attempt_id: int, result_json: str) -> None:
