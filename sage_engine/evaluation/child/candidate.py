@@ -28,7 +28,7 @@ from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
-from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
+from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, Timed, resolve, versions
 from sage_engine.evaluation.child.spot import send_spot
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
 
@@ -42,7 +42,9 @@ class Case:
     variant: str = ""
     at: str = ""  # a variant's input shapes
     model: Any = None
-    values: list[Any] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)  # what the kernel gets: aliases of `owned`
+    owned: list[Any] = field(default_factory=list)  # the harness's own references to the same memory
+    identities: list[Any] = field(default_factory=list)  # the aliases' identities when made
 
 
 class CandidateSide(Side):
@@ -57,6 +59,8 @@ class CandidateSide(Side):
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
         self.receiver = InputReceiver(self.torch, channels.shared, self.device)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
+        # Bound now, before the candidate loads: what tells whether the kernel changed its inputs' identity.
+        self.identity = guards.identity_reader(self.torch)
 
     # -- stages
 
@@ -156,7 +160,9 @@ class CandidateSide(Side):
         # memoises on tensor identity then returns stale outputs.
         fresh = self.header_values(case.module, header)
         if not case.values or not _same_layout(case.values, fresh, torch):
-            case.values = fresh
+            # The kernel gets aliases: whatever it does to them (a class, a storage), the harness's stay.
+            case.owned, case.values = fresh, guards.aliases(fresh, torch)
+            case.identities = [self.identity(v) for v in case.values]
         else:
             with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
                 case.values = self.refreshed(case.values, fresh)
@@ -168,6 +174,7 @@ class CandidateSide(Side):
                 raw = self.forward(case.model, case.values)
         except BaseException as exc:
             raise at_variant(self.declared_at, case, self.candidate_failure(exc, "ModelNew.forward"))
+        self.check_identity(case.values, case.identities, "ModelNew.forward")
         self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
         if self.hook is not None:
             self.emit.send(Extras(hook=self.hook.extras()))
@@ -178,7 +185,7 @@ class CandidateSide(Side):
         self.check_patches("ModelNew.forward")
         if case.variant:
             return  # timing stays on the declared cases
-        values = case.values
+        values = case.owned
         if self.device.type == "cpu":
             # Timed on memory of its own, as the reference is: shared pages may
             # not get the huge pages the reference's private memory gets.
@@ -235,8 +242,30 @@ class CandidateSide(Side):
 
     # -- timing commands
 
-    def timed_batch(self, n: int) -> float:
-        seconds = super().timed_batch(n)
+    def call_inputs(self, timed: Timed) -> list[Any]:
+        if timed.aliases is None:
+            timed.aliases = guards.aliases(timed.inputs, self.torch)
+            timed.identities = [self.identity(v) for v in timed.aliases]
+        return timed.aliases
+
+    def check_identity(self, aliases: list[Any], expected: list[Any], when: str) -> None:
+        """Rejects a kernel that changed what its inputs are (class, memory,
+        shape, strides, dtype), read with functions bound before it loaded."""
+        changed = [i for i, (v, was) in enumerate(zip(aliases, expected)) if self.identity(v) != was]
+        if changed:
+            detail = ", ".join(f"input {i}: {self.identity(aliases[i])[0].__qualname__}" for i in changed[:3])
+            raise Failure(
+                "rejected",
+                f"{when} changed the identity of its inputs ({detail}): a kernel may read and write its "
+                "inputs' values, not replace their class or point them at other memory",
+                [diagnostics.diagnostic("cheat", f"changed the identity of its inputs while {when}")],
+            )
+
+    def timed_batch(self, n: int, seed: int) -> float:
+        seconds = super().timed_batch(n, seed)
+        timed = self.timed_case()
+        if timed.aliases is not None:
+            self.check_identity(timed.aliases, timed.identities, "timing ModelNew.forward")
         # A lazy or subclassed output would defer its work past the timer.
         for value in correctness.as_output_list(self.last_first):
             if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
@@ -256,7 +285,7 @@ class CandidateSide(Side):
         else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
         torch = self.torch
         if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-            if dst is not src:
+            if dst is not src and not guards.same_memory(dst, src):
                 dst.copy_(src)
             return dst
         if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
@@ -276,14 +305,14 @@ class CandidateSide(Side):
                 with self.torch.no_grad():
                     timed.inputs = self.refreshed(timed.inputs, fresh)
             else:
-                timed.inputs = list(fresh)
+                timed.inputs, timed.aliases = list(fresh), None
                 self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
             self.keep_first = True
             return "ok"
         if verb in ("check", "spot"):  # a fresh-input check's output, or a call drawn from the last batch
             self.check_patches("timing ModelNew.forward")
             if verb == "spot":
-                send_spot(self)
+                send_spot(self, int(arg))
             else:
                 self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
             return "ok"

@@ -95,6 +95,8 @@ class ReferenceSide(Side):
                 phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s},
             )
         )
+        if self.req.timing is not None:
+            self.checks.start_mirror()  # before this side's own timed calls swap its inputs
         self.serve()
 
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:

@@ -135,6 +135,44 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _count_and_seed(arg: str) -> tuple[int, int]:
+    """`N SEED` of a `warm` or `rep` command (a seed drawn here where none came)."""
+    words = arg.split()
+    return int(words[0]), int(words[1]) if len(words) > 1 else secrets.randbits(62)
+
+
+# Process-wide switches that change what a matmul or convolution computes (and how fast).
+NUMERICS = (
+    ("float32_matmul_precision", "get_float32_matmul_precision", "set_float32_matmul_precision"),
+    ("cuda.matmul.allow_tf32", "backends.cuda.matmul.allow_tf32", None),
+    ("cuda.matmul.allow_fp16_reduced_precision_reduction", "backends.cuda.matmul.allow_fp16_reduced_precision_reduction", None),
+    ("cuda.matmul.allow_bf16_reduced_precision_reduction", "backends.cuda.matmul.allow_bf16_reduced_precision_reduction", None),
+    ("cudnn.allow_tf32", "backends.cudnn.allow_tf32", None),
+    ("cudnn.benchmark", "backends.cudnn.benchmark", None),
+)
+
+
+def numerics_switches(torch: Any) -> dict[str, tuple[Callable[[], Any], Callable[[Any], None], Any]]:
+    """Per switch: how to read it, how to set it, and its value now (taken
+    before the candidate loads: the getters and setters are bound here)."""
+    out: dict[str, tuple[Callable[[], Any], Callable[[Any], None], Any]] = {}
+    for name, path, setter in NUMERICS:
+        *parents, leaf = path.split(".")
+        owner: Any = torch
+        try:
+            for part in parents:
+                owner = getattr(owner, part)
+            if setter is not None:
+                get, put = getattr(torch, leaf), getattr(torch, setter)
+            else:
+                get = functools.partial(getattr, owner, leaf)
+                put = functools.partial(setattr, owner, leaf)
+            out[name] = (get, put, get())
+        except (AttributeError, RuntimeError):
+            continue
+    return out
+
+
 @dataclass
 class Timed:
     """The case both sides time: the one whose inputs hold the most bytes."""
@@ -143,7 +181,9 @@ class Timed:
     bytes: int
     module: types.ModuleType
     model: Any
-    inputs: list[Any]
+    inputs: list[Any]  # the harness's own
+    aliases: list[Any] | None = None  # what the candidate's timed calls get (`CandidateSide.call_inputs`)
+    identities: list[Any] | None = None  # the aliases' identities when made
 
 
 class Side:
@@ -172,7 +212,9 @@ class Side:
         self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
         self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
         self.churn_s = 0.0  # host seconds the last batch's changes took
-        self.spot = SpotCall()  # one call of the last batch, for the worker's `spot` check
+        self.spot = SpotCall()  # the last batch's outputs, for the worker's `spot` check
+        self.numerics = numerics_switches(torch)  # as they were before any candidate code ran here
+        self.numerics_reset: set[str] = set()
 
     # -- the task's module
 
@@ -283,35 +325,42 @@ class Side:
 
     # -- timing commands
 
-    def timed_batch(self, n: int) -> float:
+    def call_inputs(self, timed: Timed) -> list[Any]:
+        """What the timed calls get: the timed inputs (the candidate's side gives aliases)."""
+        return timed.inputs
+
+    def timed_batch(self, n: int, seed: int) -> float:
         """Seconds per call of `n` calls on the timed case, by this side's
         timer (the host clock around the calls, or the device's events); the
-        worker checks the claim against its own clock."""
+        worker checks the claim against its own clock. The swaps between
+        calls follow from `seed` (the worker's: the reference repeats the
+        candidate's on its own copy of the candidate's inputs)."""
         timed = self.timed_case()
         if self.timer is None:
             raise wire.ProtocolError("a timing command in an evaluation that is not timed")
-        model, values = timed.model, timed.inputs
+        self.reset_numerics()
+        model, values = timed.model, self.call_inputs(timed)
         keep, self.keep_first = self.keep_first, False
         if self.churn is None:
-            self.churn = changes.Churn(self.torch, values, self.req.verdict.churn_swaps)
-        if keep:
-            self.churn.hold()  # the checked call runs on the inputs as the reference sent them
+            self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
         churn, clock, spot = self.churn, timing.host_clock, self.spot
         spot.reset()
-        churn.begin()
-        last: list[Any] = [None]  # the output of the call just made, until the next call's turn
+        self.churn_s = 0.0
+        if churn.active:
+            start = clock()
+            # Held, the first call runs on the inputs as the reference sent them (the fresh-input check's).
+            churn.plan(seed, n, hold=keep)
+            self.churn_s += clock() - start
+        outs: list[Any] = []  # every call's output: the worker draws the one judged after the batch
 
         def before(i: int) -> None:
             start = clock()
-            if i:
-                spot.offer(last[0])
-                last[0] = None
             churn(i)
             self.churn_s += clock() - start
 
         def call(i: int) -> None:
             out = model(*values)
-            last[0] = out
+            outs.append(out)
             if i == 0:
                 # A forward that updates its inputs in place may return them: the calls
                 # that follow would change the output the fresh-input check reads.
@@ -319,14 +368,25 @@ class Side:
                     [v.clone() if isinstance(v, self.torch.Tensor) else v for v in correctness.as_output_list(out)] if keep else out
                 )
 
-        self.churn_s = 0.0
         with self.torch.no_grad():
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
-        if churn.active:  # with nothing to swap no call is drawn: calls on one input set may repeat an answer
-            spot.offer(last[0], last=True)
-        last[0] = None
+        if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
+            for out in outs:
+                spot.offer(out)
         return seconds
+
+    def reset_numerics(self) -> None:
+        """Process-wide numerics switches (matmul precision, TF32) back to
+        how they were before the candidate loaded; the ones found changed
+        are remembered (`numerics_reset`), as the thread count is."""
+        for name, (get, put, value) in self.numerics.items():
+            try:
+                if get() != value:
+                    self.numerics_reset.add(name)
+                    put(value)
+            except (RuntimeError, AttributeError, TypeError, ValueError):
+                continue
 
     def command(self, verb: str, arg: str) -> str:
         """One timing command; returns the reply line (without newline)."""
@@ -334,15 +394,19 @@ class Side:
             return "ok"
         if verb == "warm":
             # Warm-up calls, one by one; the fastest tells the worker how many calls make a sample.
-            fastest = min(self.timed_batch(1) for _ in range(max(1, int(arg))))
+            count, seed = _count_and_seed(arg)
+            fastest = min(self.timed_batch(1, seed + j) for j in range(max(1, count)))
             return f"ok {fastest!r}"
         if verb == "rep":
-            n = int(arg)
-            seconds = self.timed_batch(n)
+            n, seed = _count_and_seed(arg)
+            seconds = self.timed_batch(n, seed)
             # The host time the inputs' changes took between calls (outside the
             # timed intervals, inside the worker's clock), and, once a call left
             # device work on another stream, that.
-            return f"ok {seconds!r} churn {self.churn_s / n!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
+            reply = f"ok {seconds!r} churn {self.churn_s / n!r}"
+            if self.numerics_reset:
+                reply += " reset " + ",".join(sorted(self.numerics_reset))
+            return reply + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
         if verb == "profile-kernels":

@@ -1,6 +1,7 @@
-"""Spot checks, the candidate's side: one call drawn from inside each timed
-batch (`SpotCall`, kept by `Side.timed_batch`) and the frame that sends it
-to the reference (`send_spot`), which judges it (`fresh.FreshChecks.spot`).
+"""Spot checks, the candidate's side: every call's outputs of the last
+timed batch, held (`SpotCall`, fed by `Side.timed_batch`), and the frame
+that sends the one the worker drew to the reference (`send_spot`), which
+judges it on its own copy of the inputs (`fresh.FreshChecks.spot`).
 
 Only the standard library, torch and the sibling pure modules are imported
 here, so a backend may run this under another interpreter (its own venv).
@@ -8,7 +9,6 @@ here, so a backend may run this under another interpreter (its own venv).
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 from sage_engine.evaluation.child import correctness, guards
@@ -16,71 +16,56 @@ from sage_engine.evaluation.protocol import wire
 
 
 class SpotCall:
-    """One call of the last timed batch, drawn uniformly among its calls
-    (reservoir sampling): after each call returns, it replaces the one held
-    with probability 1/(calls so far), from the kernel's random source, so no
-    call can know beforehand whether it is the one kept. Nothing is copied:
-    the kept call's outputs are held as they are (a later call allocates its
-    own) and its inputs are the timed inputs with the later calls' swaps
-    undone (`changes.Churn.rewind`), so keeping one disturbs no call. The
-    worker asks for it after the batch (`spot`): a candidate that computes
-    only the calls a check could see is judged on one it did not choose."""
+    """Every call's outputs of the last timed batch, held as they are
+    (nothing copied; a later call allocates its own). Which one is judged
+    is drawn by the worker after the batch ran, from a secret this process
+    never holds: no code here decides it, so none the candidate rebinds
+    can. The inputs the call had are not taken from here either: the
+    reference repeats the batch's swaps on its own copy."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.seen = 0
-        self.call: int | None = None
-        self.outputs: list[Any] = []
-        self.last: list[Any] = []  # the last call's outputs
+        self.outputs: list[list[Any]] = []
         self.storages: list[set[int]] = []  # per call, the memory its tensor outputs live in
 
-    def offer(self, out: Any, *, last: bool = False) -> None:
+    @property
+    def seen(self) -> int:
+        return len(self.outputs)
+
+    def offer(self, out: Any) -> None:
         outputs = correctness.as_output_list(out)
         self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
-        if last:  # held after the batch only: during it, each call finds the output before it freed
-            self.last = outputs
-        self.seen += 1
-        if not secrets.randbelow(self.seen):
-            self.call, self.outputs = self.seen - 1, outputs
+        self.outputs.append(outputs)
 
-    def chosen(self) -> tuple[int, list[Any]] | None:
-        """(call, outputs) to judge: the kept call, or the last one where a
-        later call wrote into the kept call's outputs (a kernel that reuses
-        its output buffer: only the last call's values are still there)."""
-        if self.call is None:
+    def chosen(self, call: int) -> tuple[int, list[Any]] | None:
+        """(call, outputs) to judge for the worker's `call`: that one, or the
+        last one where a later call wrote into its outputs (a kernel that
+        reuses its output buffer: only the last call's values are still there)."""
+        if not 0 <= call < self.seen:
             return None
-        kept = self.storages[self.call]
-        if any(kept & later for later in self.storages[self.call + 1 :]):
-            return self.seen - 1, self.last
-        return self.call, self.outputs
+        kept = self.storages[call]
+        if any(kept & later for later in self.storages[call + 1 :]):
+            return self.seen - 1, self.outputs[-1]
+        return call, self.outputs[call]
 
 
-def send_spot(side: Any) -> None:
-    """The last batch's drawn call (`SpotCall`) to the reference: the
-    inputs it had (the later calls' swaps undone for the moment), then
-    its outputs, in one frame; a frame that says why not where none was
-    drawn or its inputs cannot cross."""
-    spot, torch, timed = side.spot, side.torch, side.timed_case()
-    chosen = spot.chosen()
-    if chosen is None or not all(wire.shareable(v, torch) for v in timed.inputs):
-        why = "no call drawn" if chosen is None else "inputs that cannot cross"
-        wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": why}, [])
+def send_spot(side: Any, call: int) -> None:
+    """The outputs of the last batch's call `call` (or of the call that
+    overwrote them, `SpotCall.chosen`) to the reference, in one frame."""
+    timed = side.timed_case()
+    chosen = side.spot.chosen(call)
+    if chosen is None:
+        wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": f"no call {call} in the batch"}, [])
         return
-    # An output that is an input's memory is judged too: rewound, it holds what it held after that call.
-    call, outputs = chosen
+    judged, outputs = chosen
     side.sync()
-    redo = side.churn.rewind(call)
-    try:
-        header: dict[str, Any] = {"case": timed.index, "trial": "spot", "call": call, "spot_inputs": [], "outputs": []}
-        tensors = []
-        for key, values in (("spot_inputs", timed.inputs), ("outputs", outputs)):
-            for value in values:
-                entry, tensor = wire.describe(value, torch)
-                header[key].append(entry)
-                if tensor is not None:
-                    tensors.append(tensor)
-        wire.write_frame(side.ch.data, header, tensors)
-    finally:
-        redo()
+    header: dict[str, Any] = {"case": timed.index, "trial": "spot", "call": judged, "outputs": []}
+    tensors = []
+    for value in outputs:
+        entry, tensor = wire.describe(value, side.torch)
+        header["outputs"].append(entry)
+        if tensor is not None:
+            tensors.append(tensor)
+    wire.write_frame(side.ch.data, header, tensors)

@@ -36,6 +36,29 @@ def pin_together(pids: list[int], threads: int) -> list[int]:
     return sorted(chosen)
 
 
+def widened_threads(pid: int, cpus: list[int]) -> list[int]:
+    """Threads of `pid` allowed on CPUs beyond `cpus` (the set both sides
+    were pinned to, from outside): an affinity a process widens itself.
+    Read from here, not asked of the process; a thread that widens and
+    narrows again within one call is not seen (a cpuset cgroup would bind
+    it, where the machine lets the harness make one)."""
+    if not cpus:
+        return []
+    allowed = set(cpus)
+    out = []
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            if not os.sched_getaffinity(tid) <= allowed:
+                out.append(tid)
+        except OSError:
+            continue
+    return out
+
+
 def _current_cpu(pid: int) -> int | None:
     try:
         return int(stat_fields(pid)[36])
