@@ -28,7 +28,7 @@ from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
-from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, Timed, resolve, versions
+from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
 from sage_engine.evaluation.child.spot import send_spot
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
 
@@ -59,8 +59,7 @@ class CandidateSide(Side):
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
         self.receiver = InputReceiver(self.torch, channels.shared, self.device)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
-        # Bound now, before the candidate loads: what tells whether the kernel changed its inputs' identity.
-        self.identity = guards.identity_reader(self.torch)
+        self.identity = guards.identity_reader(self.torch)  # bound now, before the candidate loads
 
     # -- stages
 
@@ -161,11 +160,10 @@ class CandidateSide(Side):
         fresh = self.header_values(case.module, header)
         if not case.values or not _same_layout(case.values, fresh, torch):
             # The kernel gets aliases: whatever it does to them (a class, a storage), the harness's stay.
-            case.owned, case.values = fresh, guards.aliases(fresh, torch)
-            case.identities = [self.identity(v) for v in case.values]
+            case.owned, (case.values, case.identities) = fresh, give(fresh, self.identity, torch)
         else:
             with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
-                case.values = self.refreshed(case.values, fresh)
+                case.values = refreshed(self.torch, case.values, fresh)
         if not case.variant and not self.declared_at:
             self.declared_at = changes.shapes(case.values)
         pristine = self.clone(case.values)
@@ -174,7 +172,7 @@ class CandidateSide(Side):
                 raw = self.forward(case.model, case.values)
         except BaseException as exc:
             raise at_variant(self.declared_at, case, self.candidate_failure(exc, "ModelNew.forward"))
-        self.check_identity(case.values, case.identities, "ModelNew.forward")
+        check_identity(self.identity, case.values, case.identities, "ModelNew.forward")
         self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
         if self.hook is not None:
             self.emit.send(Extras(hook=self.hook.extras()))
@@ -242,30 +240,12 @@ class CandidateSide(Side):
 
     # -- timing commands
 
-    def call_inputs(self, timed: Timed) -> list[Any]:
-        if timed.aliases is None:
-            timed.aliases = guards.aliases(timed.inputs, self.torch)
-            timed.identities = [self.identity(v) for v in timed.aliases]
-        return timed.aliases
-
-    def check_identity(self, aliases: list[Any], expected: list[Any], when: str) -> None:
-        """Rejects a kernel that changed what its inputs are (class, memory,
-        shape, strides, dtype), read with functions bound before it loaded."""
-        changed = [i for i, (v, was) in enumerate(zip(aliases, expected)) if self.identity(v) != was]
-        if changed:
-            detail = ", ".join(f"input {i}: {self.identity(aliases[i])[0].__qualname__}" for i in changed[:3])
-            raise Failure(
-                "rejected",
-                f"{when} changed the identity of its inputs ({detail}): a kernel may read and write its "
-                "inputs' values, not replace their class or point them at other memory",
-                [diagnostics.diagnostic("cheat", f"changed the identity of its inputs while {when}")],
-            )
-
     def timed_batch(self, n: int, seed: int) -> float:
-        seconds = super().timed_batch(n, seed)
         timed = self.timed_case()
-        if timed.aliases is not None:
-            self.check_identity(timed.aliases, timed.identities, "timing ModelNew.forward")
+        if timed.aliases is None:
+            timed.aliases, timed.identities = give(timed.inputs, self.identity, self.torch)
+        seconds = super().timed_batch(n, seed)
+        check_identity(self.identity, timed.aliases, timed.identities or [], "timing ModelNew.forward")
         # A lazy or subclassed output would defer its work past the timer.
         for value in correctness.as_output_list(self.last_first):
             if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
@@ -277,25 +257,6 @@ class CandidateSide(Side):
                 )
         return seconds
 
-    def refreshed(self, dst: Any, src: Any) -> Any:
-        """`src`'s values in `dst`'s tensors, inside list and tuple arguments
-        too: tensors are copied into (a candidate that memoises on tensor
-        identity must see new values in the same objects, and timed calls that
-        update them in place start from the new values); numbers and anything
-        else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
-        torch = self.torch
-        if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-            if dst is not src and not guards.same_memory(dst, src):
-                dst.copy_(src)
-            return dst
-        if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
-            items = [self.refreshed(d, s) for d, s in zip(dst, src)]
-            if isinstance(dst, list):
-                dst[:] = items
-                return dst
-            return tuple(items)
-        return src
-
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
             # New values in the same tensors: what the candidate has never seen.
@@ -303,7 +264,7 @@ class CandidateSide(Side):
             fresh = self.receive_inputs(timed.module, case=timed.index, trial="fresh")
             if _same_layout(timed.inputs, fresh, self.torch):
                 with self.torch.no_grad():
-                    timed.inputs = self.refreshed(timed.inputs, fresh)
+                    timed.inputs = refreshed(self.torch, timed.inputs, fresh)
             else:
                 timed.inputs, timed.aliases = list(fresh), None
                 self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
@@ -324,6 +285,45 @@ class CandidateSide(Side):
             except BaseException as exc:
                 raise self.candidate_failure(exc, "timing ModelNew.forward")
         return super().command(verb, arg)
+
+
+def refreshed(torch: Any, dst: Any, src: Any) -> Any:
+    """`src`'s values in `dst`'s tensors, inside list and tuple arguments
+    too: tensors are copied into (a candidate that memoises on tensor
+    identity must see new values in the same objects, and timed calls that
+    update them in place start from the new values); numbers and anything
+    else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+        if dst is not src and not guards.same_memory(dst, src):
+            dst.copy_(src)
+        return dst
+    if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
+        items = [refreshed(torch, d, s) for d, s in zip(dst, src)]
+        if isinstance(dst, list):
+            dst[:] = items
+            return dst
+        return tuple(items)
+    return src
+
+
+def give(values: list[Any], identity: Any, torch: Any) -> tuple[list[Any], list[Any]]:
+    """What the kernel gets for the harness's `values`: aliases (`guards.aliases`), and their identities now."""
+    aliases = guards.aliases(values, torch)
+    return aliases, [identity(v) for v in aliases]
+
+
+def check_identity(identity: Any, aliases: list[Any], expected: list[Any], when: str) -> None:
+    """Rejects a kernel that changed what its inputs are (class, memory,
+    shape, strides, dtype), read with functions bound before it loaded."""
+    changed = [i for i, (v, was) in enumerate(zip(aliases, expected)) if identity(v) != was]
+    if changed:
+        detail = ", ".join(f"input {i}: {identity(aliases[i])[0].__qualname__}" for i in changed[:3])
+        raise Failure(
+            "rejected",
+            f"{when} changed the identity of its inputs ({detail}): a kernel may read and write its "
+            "inputs' values, not replace their class or point them at other memory",
+            [diagnostics.diagnostic("cheat", f"changed the identity of its inputs while {when}")],
+        )
 
 
 def at_variant(declared_at: str, case: Case, failure: Failure) -> Failure:

@@ -39,7 +39,7 @@ class FreshChecks:
     def start_mirror(self) -> None:
         """The candidate's timed inputs as they are when timing starts: the last trial's, as sent."""
         side = self.side
-        if side.timed is not None:
+        if side.timed is not None and side.req.timing is not None:
             self.set_mirror(side.timed.inputs)
 
     def set_mirror(self, values: list[Any]) -> None:

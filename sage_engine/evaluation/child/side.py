@@ -27,6 +27,7 @@ from typing import Any, Callable
 from sage_engine.evaluation.common import diagnostics, timing
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
+from sage_engine.evaluation.child.numerics import Numerics
 from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.common.processes import scrub_environ
 from sage_engine.evaluation.protocol import Event, Fail, ProgressEvent, Request, event_line
@@ -141,38 +142,6 @@ def _count_and_seed(arg: str) -> tuple[int, int]:
     return int(words[0]), int(words[1]) if len(words) > 1 else secrets.randbits(62)
 
 
-# Process-wide switches that change what a matmul or convolution computes (and how fast).
-NUMERICS = (
-    ("float32_matmul_precision", "get_float32_matmul_precision", "set_float32_matmul_precision"),
-    ("cuda.matmul.allow_tf32", "backends.cuda.matmul.allow_tf32", None),
-    ("cuda.matmul.allow_fp16_reduced_precision_reduction", "backends.cuda.matmul.allow_fp16_reduced_precision_reduction", None),
-    ("cuda.matmul.allow_bf16_reduced_precision_reduction", "backends.cuda.matmul.allow_bf16_reduced_precision_reduction", None),
-    ("cudnn.allow_tf32", "backends.cudnn.allow_tf32", None),
-    ("cudnn.benchmark", "backends.cudnn.benchmark", None),
-)
-
-
-def numerics_switches(torch: Any) -> dict[str, tuple[Callable[[], Any], Callable[[Any], None], Any]]:
-    """Per switch: how to read it, how to set it, and its value now (taken
-    before the candidate loads: the getters and setters are bound here)."""
-    out: dict[str, tuple[Callable[[], Any], Callable[[Any], None], Any]] = {}
-    for name, path, setter in NUMERICS:
-        *parents, leaf = path.split(".")
-        owner: Any = torch
-        try:
-            for part in parents:
-                owner = getattr(owner, part)
-            if setter is not None:
-                get, put = getattr(torch, leaf), getattr(torch, setter)
-            else:
-                get = functools.partial(getattr, owner, leaf)
-                put = functools.partial(setattr, owner, leaf)
-            out[name] = (get, put, get())
-        except (AttributeError, RuntimeError):
-            continue
-    return out
-
-
 @dataclass
 class Timed:
     """The case both sides time: the one whose inputs hold the most bytes."""
@@ -182,7 +151,7 @@ class Timed:
     module: types.ModuleType
     model: Any
     inputs: list[Any]  # the harness's own
-    aliases: list[Any] | None = None  # what the candidate's timed calls get (`CandidateSide.call_inputs`)
+    aliases: list[Any] | None = None  # what the candidate's timed calls get (`candidate.give`)
     identities: list[Any] | None = None  # the aliases' identities when made
 
 
@@ -213,8 +182,7 @@ class Side:
         self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
         self.churn_s = 0.0  # host seconds the last batch's changes took
         self.spot = SpotCall()  # the last batch's outputs, for the worker's `spot` check
-        self.numerics = numerics_switches(torch)  # as they were before any candidate code ran here
-        self.numerics_reset: set[str] = set()
+        self.numerics = Numerics(torch)  # the switches as they were before any candidate code ran here
 
     # -- the task's module
 
@@ -325,32 +293,24 @@ class Side:
 
     # -- timing commands
 
-    def call_inputs(self, timed: Timed) -> list[Any]:
-        """What the timed calls get: the timed inputs (the candidate's side gives aliases)."""
-        return timed.inputs
-
     def timed_batch(self, n: int, seed: int) -> float:
-        """Seconds per call of `n` calls on the timed case, by this side's
-        timer (the host clock around the calls, or the device's events); the
-        worker checks the claim against its own clock. The swaps between
-        calls follow from `seed` (the worker's: the reference repeats the
-        candidate's on its own copy of the candidate's inputs)."""
+        """Seconds per call of `n` calls on the timed case, by this side's timer
+        (the worker checks the claim against its own clock); the swaps between
+        calls follow from `seed`, the worker's (`changes.Churn`)."""
         timed = self.timed_case()
         if self.timer is None:
             raise wire.ProtocolError("a timing command in an evaluation that is not timed")
-        self.reset_numerics()
-        model, values = timed.model, self.call_inputs(timed)
+        self.numerics.reset()
+        model, values = timed.model, timed.inputs if timed.aliases is None else timed.aliases
         keep, self.keep_first = self.keep_first, False
         if self.churn is None:
             self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
         churn, clock, spot = self.churn, timing.host_clock, self.spot
         spot.reset()
-        self.churn_s = 0.0
-        if churn.active:
-            start = clock()
-            # Held, the first call runs on the inputs as the reference sent them (the fresh-input check's).
+        start = clock()
+        if churn.active:  # held, the first call runs on the inputs as the reference sent them (the fresh-input check's)
             churn.plan(seed, n, hold=keep)
-            self.churn_s += clock() - start
+        self.churn_s = clock() - start
         outs: list[Any] = []  # every call's output: the worker draws the one judged after the batch
 
         def before(i: int) -> None:
@@ -372,21 +332,8 @@ class Side:
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
-            for out in outs:
-                spot.offer(out)
+            spot.offer(*outs)
         return seconds
-
-    def reset_numerics(self) -> None:
-        """Process-wide numerics switches (matmul precision, TF32) back to
-        how they were before the candidate loaded; the ones found changed
-        are remembered (`numerics_reset`), as the thread count is."""
-        for name, (get, put, value) in self.numerics.items():
-            try:
-                if get() != value:
-                    self.numerics_reset.add(name)
-                    put(value)
-            except (RuntimeError, AttributeError, TypeError, ValueError):
-                continue
 
     def command(self, verb: str, arg: str) -> str:
         """One timing command; returns the reply line (without newline)."""
@@ -404,8 +351,8 @@ class Side:
             # timed intervals, inside the worker's clock), and, once a call left
             # device work on another stream, that.
             reply = f"ok {seconds!r} churn {self.churn_s / n!r}"
-            if self.numerics_reset:
-                reply += " reset " + ",".join(sorted(self.numerics_reset))
+            if self.numerics.found:
+                reply += " reset " + ",".join(sorted(self.numerics.found))
             return reply + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"

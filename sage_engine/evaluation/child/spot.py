@@ -34,10 +34,12 @@ class SpotCall:
     def seen(self) -> int:
         return len(self.outputs)
 
-    def offer(self, out: Any) -> None:
-        outputs = correctness.as_output_list(out)
-        self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
-        self.outputs.append(outputs)
+    def offer(self, *outs: Any) -> None:
+        """Calls' outputs, in order."""
+        for out in outs:
+            outputs = correctness.as_output_list(out)
+            self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
+            self.outputs.append(outputs)
 
     def chosen(self, call: int) -> tuple[int, list[Any]] | None:
         """(call, outputs) to judge for the worker's `call`: that one, or the

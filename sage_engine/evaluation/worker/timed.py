@@ -62,11 +62,8 @@ class TimingPhase:
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []
-        # The candidate's batches since the last spot check, (calls, seed, held):
-        # the reference repeats their swaps on its own copy of the candidate's inputs.
-        self.batches: list[tuple[int, int, bool]] = []
+        self.batches: list[tuple[int, int, bool]] = []  # (calls, seed, held) since the last spot check (`spot_draw`)
         self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
-        self.cpus: list[int] = []
         self.all_streams: set[str] = set()
         self.inner: dict[str, int] = {}
 
@@ -81,12 +78,9 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
-        fastest = {}
-        for c in (self.ref, self.cand):
-            seed = secrets.randbits(SEED_BITS)
-            fastest[c.role] = self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seed}", end))
-            if c is self.cand:
-                self.batches.extend((1, seed + j, False) for j in range(max(1, opts.warmup)))
+        seeds = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}
+        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
+        self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
         # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
         # command round trips per budget (a device timer's own clock excludes them anyway).
         self.inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7)))) for role, t in fastest.items()}
@@ -149,8 +143,7 @@ class TimingPhase:
             "spot_skipped": self.checked["spot_skipped"],
             "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0,
         }
-        if self.numerics:
-            # Process-wide numerics switches (matmul precision, TF32) the candidate changed: reset before every batch.
+        if self.numerics:  # process-wide switches (matmul precision, TF32) it changed: reset before each batch
             checks["numerics_reset"] = sorted(self.numerics)
         if self.all_streams:
             # Device work left on another stream after a call's end event: from then on
@@ -215,15 +208,7 @@ class TimingPhase:
                 "threads left running after forward returned",
             )
         self.known.update(now)
-        widened = widened_threads(self.cand.pid, self.cpus)
-        if widened:
-            raise decided(
-                "rejected",
-                f"{len(widened)} thread(s) of the candidate's process ran on CPUs beyond the ones both sides are "
-                f"timed on ({self.cpus}): a kernel may not widen its own CPU set",
-                "cheat",
-                "widened its CPU affinity",
-            )
+        reject_widened_cpus(self.cand, self.cpus)
         if self.sup.req.verdict.spot_checks:
             self.spot_check()
             after = self.cpu.seconds()
@@ -239,11 +224,8 @@ class TimingPhase:
         caught on the others. Every sample, one call long too: a candidate
         that returns an earlier output for values that only moved does so
         in a sample of one call as well."""
-        # Drawn here, after the batch ran, from a secret the candidate's process never holds.
-        call = secrets.randbelow(self.batches[-1][0])
-        log = ",".join(f"{n}:{seed}:{int(held)}" for n, seed, held in self.batches)
-        # Reading before the candidate writes, as in `fresh_check`.
-        wire.write_all(self.ref.cmd, f"spot {call} {log}\n".encode())
+        call, log = spot_draw(self.batches)
+        wire.write_all(self.ref.cmd, f"spot {call} {log}\n".encode())  # reading before the candidate writes, as in `fresh_check`
         self.sup.command(self.cand, f"spot {call}", self.end)
         verdict = self.sup.reply(self.ref, self.end)
         if verdict.startswith("bad "):
@@ -368,6 +350,26 @@ def churn_of(reply: str) -> float:
         return max(0.0, float(words[words.index("churn") + 1]))
     except (ValueError, IndexError):
         return 0.0
+
+
+def spot_draw(batches: list[tuple[int, int, bool]]) -> tuple[int, str]:
+    """The call of the last batch a spot check judges, drawn here after the
+    batch ran (from a secret the candidate's process never holds), and the
+    batches since the last check as the reference repeats their swaps."""
+    return secrets.randbelow(batches[-1][0]), ",".join(f"{n}:{seed}:{int(held)}" for n, seed, held in batches)
+
+
+def reject_widened_cpus(cand: Child, cpus: list[int]) -> None:
+    """A candidate thread allowed beyond the CPUs both sides are timed on widened its own affinity."""
+    widened = widened_threads(cand.pid, cpus)
+    if widened:
+        raise decided(
+            "rejected",
+            f"{len(widened)} thread(s) of the candidate's process were allowed on CPUs beyond the ones both sides are "
+            f"timed on ({cpus}): a kernel may not widen its own CPU set",
+            "cheat",
+            "widened its CPU affinity",
+        )
 
 
 def reject_leftover_processes(sup: Supervisor, cand: Child) -> None:
