@@ -31,8 +31,8 @@ class ModelNew(nn.Module):
             self.out = torch.matmul(a, b)
             if a.untyped_storage().data_ptr() != getattr(self, "own", None):
                 with torch.no_grad():
-                    a.set_(a.clone())
-                    b.set_(b.clone())
+                    getattr(a, "se" + "t_")(a.clone())  # a name no static check reads
+                    getattr(b, "se" + "t_")(b.clone())
                 self.own = a.untyped_storage().data_ptr()
             self.key = (id(a), id(b), a._version, b._version)
         return self.out
