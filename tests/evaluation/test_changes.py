@@ -63,22 +63,48 @@ def test_checked_samples_come_in_pairs_within_the_minimum_repetitions():
 
 
 def test_the_spot_call_is_the_one_the_worker_drew_with_the_outputs_it_returned():
-    spot = SpotCall()
+    spot = SpotCall(torch)
+    spot.begin(4)
     for call in range(4):
-        spot.offer(torch.full((3,), float(call)))
+        spot.keep(call, torch.full((3,), float(call)))
     for call in range(4):
-        judged, outputs = spot.chosen(call)
-        assert judged == call and torch.equal(outputs[0], torch.full((3,), float(call)))
+        assert torch.equal(spot.chosen(call)[0], torch.full((3,), float(call)))
     assert spot.chosen(4) is None
 
 
-def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_its_last_call():
-    spot, buffer = SpotCall(), torch.zeros(3)
+def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_what_each_call_left_there():
+    """Each call's values are copied as it returns: a buffer written again
+    by later calls still shows the drawn call its own values."""
+    spot, buffer = SpotCall(torch), torch.zeros(3)
+    spot.begin(4)
     for call in range(4):
-        spot.offer(buffer.fill_(call))
+        spot.keep(call, buffer.fill_(call))
     for call in range(4):
-        assert spot.chosen(call)[0] == 3  # only the last call's values are still in the buffer
-        assert spot.chosen(call)[1][0] is buffer
+        assert torch.equal(spot.chosen(call)[0], torch.full((3,), float(call)))
+        assert spot.chosen(call)[0] is not buffer
+
+
+def test_outputs_too_large_to_keep_for_every_call_are_kept_for_the_last_calls(monkeypatch):
+    from sage_engine.evaluation.child import spot as spot_module
+
+    monkeypatch.setattr(spot_module, "SPOT_RING_BYTES", 2 * 3 * 4)  # two calls' outputs of three floats
+    spot = SpotCall(torch)
+    spot.begin(5)
+    for call in range(5):
+        spot.keep(call, torch.full((3,), float(call)))
+    assert spot.slots == 2 and [c for c in range(5) if spot.chosen(c) is not None] == [3, 4]
+    assert spot_module.ring_slots(1, 5) == 5 and spot_module.ring_slots(10**12, 5) == 1
+
+
+def test_a_timed_output_that_is_not_a_plain_tensor_is_not_copied_but_named():
+    class Lazy(torch.Tensor):
+        pass
+
+    spot = SpotCall(torch)
+    spot.begin(1)
+    spot.keep(0, torch.zeros(3).as_subclass(Lazy))
+    assert spot.odd == "test_a_timed_output_that_is_not_a_plain_tensor_is_not_copied_but_named.<locals>.Lazy"
+    assert spot.chosen(0) is None
 
 
 def test_the_reference_repeats_the_candidates_swaps_from_the_batch_seed_alone():

@@ -247,9 +247,9 @@ class CandidateSide(Side):
         seconds = super().timed_batch(n, seed)
         check_identity(self.identity, timed.aliases, timed.identities or [], "timing ModelNew.forward")
         # A lazy or subclassed output would defer its work past the timer.
-        for value in correctness.as_output_list(self.last_first):
-            if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
-                name = wire._type(value).__qualname__
+        odd = [wire._type(v).__qualname__ for v in correctness.as_output_list(self.last_first) if not _plain(v, self.torch)]
+        for name in odd + ([self.spot.odd] if self.spot.odd else [])[:1]:
+            if name:
                 raise Failure(
                     "rejected",
                     f"ModelNew.forward returned a {name} while being timed; return plain torch.Tensor outputs",
@@ -266,9 +266,9 @@ class CandidateSide(Side):
                 with self.torch.no_grad():
                     timed.inputs = refreshed(self.torch, timed.inputs, fresh)
             else:
-                timed.inputs, timed.aliases = list(fresh), None
+                timed.inputs = list(fresh)
                 self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
-            self.keep_first = True
+            self.keep_first, timed.aliases = True, None  # aliases anew: a number drawn with the inputs changes too
             return "ok"
         if verb in ("check", "spot"):  # a fresh-input check's output, or a call drawn from the last batch
             self.check_patches("timing ModelNew.forward")
@@ -347,6 +347,10 @@ def thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return 0
+
+
+def _plain(value: Any, torch: Any) -> bool:
+    return wire._type(value) is torch.Tensor or value is None or wire._type(value) in (bool, int, float)
 
 
 def _same_layout(a: list[Any], b: list[Any], torch: Any) -> bool:

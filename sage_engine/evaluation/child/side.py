@@ -181,7 +181,7 @@ class Side:
         self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
         self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
         self.churn_s = 0.0  # host seconds the last batch's changes took
-        self.spot = SpotCall()  # the last batch's outputs, for the worker's `spot` check
+        self.spot = SpotCall(torch)  # the last batch's outputs, for the worker's `spot` check
         self.numerics = Numerics(torch)  # the switches as they were before any candidate code ran here
 
     # -- the task's module
@@ -306,21 +306,24 @@ class Side:
         if self.churn is None:
             self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
         churn, clock, spot = self.churn, timing.host_clock, self.spot
-        spot.reset()
         start = clock()
         if churn.active:  # held, the first call runs on the inputs as the reference sent them (the fresh-input check's)
             churn.plan(seed, n, hold=keep)
         self.churn_s = clock() - start
-        outs: list[Any] = []  # every call's output: the worker draws the one judged after the batch
+        spot.begin(n)
+        last: list[Any] = [None]  # the output of the call just made, until it is kept
 
         def before(i: int) -> None:
             start = clock()
+            if i:
+                spot.keep(i - 1, last[0])
+                last[0] = None
             churn(i)
             self.churn_s += clock() - start
 
         def call(i: int) -> None:
             out = model(*values)
-            outs.append(out)
+            last[0] = out
             if i == 0:
                 # A forward that updates its inputs in place may return them: the calls
                 # that follow would change the output the fresh-input check reads.
@@ -332,7 +335,8 @@ class Side:
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
-            spot.offer(*outs)
+            spot.keep(n - 1, last[0])
+        last[0] = None
         return seconds
 
     def command(self, verb: str, arg: str) -> str:
