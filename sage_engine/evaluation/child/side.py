@@ -165,9 +165,7 @@ class Side:
         import torch
 
         self.torch = torch
-        self.req = request
-        self.emit = emit
-        self.ch = channels
+        self.req, self.emit, self.ch = request, emit, channels
         self.task = request.task
         self.device = torch.device(request.device)
         self.trials = max(1, request.trials)
@@ -315,7 +313,7 @@ class Side:
 
         def before(i: int) -> None:
             start = clock()
-            if i:
+            if i:  # the call before, copied as it returned (before this call's swaps), then freed
                 spot.keep(i - 1, last[0])
                 last[0] = None
             churn(i)
@@ -335,8 +333,7 @@ class Side:
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
-            spot.keep(n - 1, last[0])
-        last[0] = None
+            spot.keep(n - 1, last.pop())
         return seconds
 
     def command(self, verb: str, arg: str) -> str:
