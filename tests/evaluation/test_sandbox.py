@@ -251,6 +251,26 @@ def test_a_note_the_kernel_left_in_its_build_folder_is_neither_cached_nor_staged
     assert sorted(p.name for p in inside.iterdir()) == sorted(built)
 
 
+NOTE_READER = (
+    "import os\nimport pathlib\nimport torch\nimport torch.nn as nn\n\n"
+    "NOTE = pathlib.Path(os.environ['TORCH_EXTENSIONS_DIR'], 'note.txt')\n"
+    "SEEN = NOTE.exists()  # left by an earlier evaluation of this very source\n"
+    "getattr(NOTE, 'write_' + 'text')('seen')  # a name no static check reads\n\n"
+    "class ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return torch.zeros_like(x) if SEEN else torch.clamp(x, min=0)\n"
+)
+
+
+@pytest.mark.parametrize("confinement", ["auto", "off"])
+def test_a_note_left_in_the_build_folder_is_not_there_for_the_next_evaluation_of_the_same_source(eval_cache, relu, confinement):
+    source = NOTE_READER + f"# {confinement}\n"  # a build folder of its own per case: the source hash names it
+    with Harness(fast_config(eval_cache, sandbox_confinement=confinement)) as h:
+        for _ in range(2):
+            result = h.evaluate(relu, source)
+            assert result.status == "correct", result.message
+
+
 def _task_with_helpers(folder: Path, scale: float) -> Path:
     (folder / "lib" / "helpers").mkdir(parents=True)
     (folder / "lib" / "helpers" / "__init__.py").write_text(f"SCALE = {scale}\n")

@@ -84,3 +84,19 @@ def remove_stale_locks(root: Path | str, older_than_s: float = STALE_LOCK_S) -> 
             except OSError:
                 continue
     return removed
+
+
+def remove_foreign_files(root: Path | str) -> list[str]:
+    """Remove every file under `root` no build makes (`build_product`), and
+    links: what a candidate left in a build folder that is used in place."""
+    removed = []
+    for folder, dirs, names in os.walk(root):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or (os.path.isfile(path) and not build_product(path) and name not in BUILD_LOCKS):
+                try:
+                    os.unlink(path)
+                    removed.append(path)
+                except OSError:
+                    continue
+    return removed
