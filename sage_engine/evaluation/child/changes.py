@@ -71,7 +71,7 @@ class Churn:
     a swap keeps every value the input had, so ranges and distributions stay
     as the task made them. The positions of a batch follow from a seed the
     worker sends with it (`plan`), so the reference process can make the
-    very same swaps on its own copy of the candidate's inputs (`Mirror`)
+    very same swaps on its own copy of the candidate's inputs (`run`)
     and judge a drawn call on inputs the candidate's process never handed
     back: a churn switched off or turned elsewhere in the candidate's
     process only makes its outputs wrong. Within a call no position repeats
@@ -128,11 +128,10 @@ class Churn:
                 flat[src] = before_dst
                 flat[dst] = taken
 
-    def run(self, seed: int, calls: int, hold: bool, upto: int | None = None, start: int = 0) -> None:
-        """A batch's swaps for calls `start`..`upto` (all when None), planned here: what the reference's `Mirror` makes."""
-        if start == 0:
-            self.plan(seed, calls, hold)
-        for i in range(start, calls if upto is None else upto + 1):
+    def run(self, seed: int, calls: int, hold: bool) -> None:
+        """A whole batch's swaps, planned here: what the reference makes on its copy of the candidate's inputs."""
+        self.plan(seed, calls, hold)
+        for i in range(calls):
             self(i)
 
 

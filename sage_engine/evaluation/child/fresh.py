@@ -24,7 +24,7 @@ class FreshChecks:
         self.fresh_out: list[Any] | None = None  # the reference's output for them (None: it could not run them)
         self.stale_prev: list[Any] | None = None  # the output for the inputs before, while a stale check is pending
         # The candidate's timed inputs as they are, rebuilt here: the values the
-        # reference sent it, changed by the same swaps its batches made (`Mirror`).
+        # reference sent it, changed by the same swaps its batches made (`changes.Churn.run`).
         self.mirror: list[Any] | None = None
         self.mirror_churn: Any = None
 
@@ -136,7 +136,7 @@ class FreshChecks:
         (`call`), judged on this process's own copy of the candidate's inputs
         as that call had them: the batches it ran since the last spot check
         (`log`: `calls:seed:hold` each, the last one the judged batch) are
-        repeated here on the copy (`Mirror`). Nothing of the inputs is taken
+        repeated here on the copy. Nothing of the inputs is taken
         from the candidate's process, so a churn it switched off, or inputs
         it pointed at other memory, make its outputs wrong here. Skipped
         only for reasons of the task's own: its forward updates its inputs,
@@ -159,9 +159,10 @@ class FreshChecks:
             churn.plan(seed, calls, hold)
             if "skipped" in header:
                 skipped = str(header["skipped"])
-                if skipped == NOT_KEPT and call < calls - ring_slots(self.output_bytes(), calls):
-                    return "ok skipped: " + NOT_KEPT
+                allowed = skipped == NOT_KEPT and call < calls - ring_slots(self.output_bytes(), calls)
                 churn.run(seed, calls, hold)
+                if allowed:
+                    return "ok skipped: " + NOT_KEPT
                 return _bad(
                     "rejected",
                     f"the candidate's process skipped the check ({skipped[:100]}), "
