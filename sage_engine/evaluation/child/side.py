@@ -292,9 +292,8 @@ class Side:
     # -- timing commands
 
     def timed_batch(self, n: int, seed: int) -> float:
-        """Seconds per call of `n` calls on the timed case, by this side's timer
-        (the worker checks the claim against its own clock); the swaps between
-        calls follow from `seed`, the worker's (`changes.Churn`)."""
+        """Seconds per call of `n` calls on the timed case by this side's timer (the worker checks it
+        against its own clock); the swaps between calls follow from the worker's `seed` (`changes.Churn`)."""
         timed = self.timed_case()
         if self.timer is None:
             raise wire.ProtocolError("a timing command in an evaluation that is not timed")
@@ -303,8 +302,7 @@ class Side:
         keep, self.keep_first = self.keep_first, False
         if self.churn is None:
             self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
-        churn, clock, spot = self.churn, timing.host_clock, self.spot
-        start = clock()
+        churn, clock, spot, start = self.churn, timing.host_clock, self.spot, timing.host_clock()
         if churn.active:  # held, the first call runs on the inputs as the reference sent them (the fresh-input check's)
             churn.plan(seed, n, hold=keep)
         self.churn_s = clock() - start
@@ -333,7 +331,9 @@ class Side:
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
         if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
-            spot.keep(n - 1, last.pop())
+            start = clock()
+            spot.keep(n - 1, last.pop())  # a copy as the others, in the host time between calls the worker allows for
+            self.churn_s += clock() - start
         return seconds
 
     def command(self, verb: str, arg: str) -> str:
