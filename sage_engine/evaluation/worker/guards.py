@@ -23,16 +23,19 @@ def pin_together(pids: list[int], threads: int) -> list[int]:
     current = _current_cpu(pids[0])
     first = allowed.index(current) if current in allowed else 0
     chosen = {allowed[(first + i) % len(allowed)] for i in range(k)}
-    for pid in pids:
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
-            continue
-        for tid in tids:  # threads started later inherit it
+    # Twice: a thread started while its parent was not yet pinned inherited the
+    # old set (one started later inherits the new), and `widened_threads` would find it.
+    for _ in range(2):
+        for pid in pids:
             try:
-                os.sched_setaffinity(tid, chosen)
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
             except OSError:
-                pass
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(tid, chosen)
+                except OSError:
+                    pass
     return sorted(chosen)
 
 
