@@ -89,7 +89,8 @@ def send_spot(side: Any, call: int) -> None:
     timed = side.timed_case()
     outputs = side.spot.chosen(call)
     if outputs is None:
-        why = NOT_KEPT if side.spot.slots and call < side.spot.calls - side.spot.slots else f"no call {call} in the batch"
+        kept = side.spot.kept
+        why = NOT_KEPT if kept and call < side.spot.calls - side.spot.slots else f"call {call} not kept ({len(kept)} of the batch's were)"
         wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": why}, [])
         return
     side.sync()
