@@ -104,3 +104,24 @@ def test_own_extension_function_named_like_the_op_is_allowed():
     )
     assert rules(src, forbid=["torch.softmax"]) == []
     assert rules("def forward(x):\n    return x.softmax(-1)\n", forbid=["torch.softmax"]) == ["forbidden-op"]
+
+
+@pytest.mark.parametrize(
+    "src,rule",
+    [
+        ('import sys\nmods = getattr(sys, "modules")\n', "introspection"),
+        ('def f(frame):\n    return getattr(frame, "f_back")\n', "introspection"),
+        ("def forward(self, x):\n    x.__class__ = Sub\n    return x\n", "identity"),
+        ('def forward(self, x):\n    setattr(x, "__class__", Sub)\n    return x\n', "identity"),
+        ("def forward(self, x):\n    x.set_(x.clone())\n    return x\n", "identity"),
+        ('def forward(self, x):\n    getattr(x, "set_")(x.clone())\n    return x\n', "identity"),
+        ("def forward(self, x):\n    x.data = x.clone()\n    return x\n", "identity"),
+    ],
+)
+def test_attribute_rules_hold_for_names_given_as_strings_and_for_input_identity(src: str, rule: str):
+    assert rules(src) == [rule]
+
+
+def test_a_parameters_data_set_in_the_constructor_is_not_an_input_repointed():
+    src = "class ModelNew:\n    def __init__(self, w):\n        self.w.data = w\n    def forward(self, x):\n        return x\n"
+    assert rules(src) == []

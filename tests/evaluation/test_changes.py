@@ -59,16 +59,19 @@ def test_the_churn_keeps_every_value_changes_positions_and_can_hold_one_call():
     original = x.clone()
     churn = changes.Churn(torch, [x, torch.arange(5)], swaps=2)
     assert churn.active
+    churn.plan(seed=7, calls=50)
     seen = set()
     for i in range(50):
         churn(i)
         seen.add(x.numpy().tobytes())
     assert torch.equal(x.sort().values, original.sort().values)  # a permutation: the same values
     assert len(seen) == 50  # no two calls saw the same input
-    churn.hold()
+    churn.plan(seed=8, calls=2, hold=True)
     before = x.clone()
-    churn(50)
+    churn(0)
     assert torch.equal(x, before)
+    churn(1)
+    assert not torch.equal(x, before)
     assert not changes.Churn(torch, [torch.randn(1000)], swaps=0).active
 
 
@@ -84,64 +87,74 @@ def test_checked_samples_come_in_pairs_within_the_minimum_repetitions():
     assert churn_of("ok 0.001 churn 2.5e-06") == 2.5e-06 and churn_of("ok 0.001") == 0.0
 
 
-def test_the_spot_call_is_any_call_of_the_batch_alike():
-    """Reservoir sampling over 4 calls, 4000 batches: each call kept about a
-    quarter of the time (a count outside 800-1200 has odds under 1e-9 for a
-    fair draw), with the outputs that call returned."""
-    spot = SpotCall()
-    kept = [0, 0, 0, 0]
-    for _ in range(4000):
-        spot.reset()
-        for call in range(4):
-            spot.offer(torch.full((3,), float(call)))
-        chosen = spot.chosen()
-        assert chosen is not None
-        kept[chosen[0]] += 1
-        assert torch.equal(chosen[1][0], torch.full((3,), float(chosen[0])))
-    assert all(800 <= k <= 1200 for k in kept), kept
+def test_the_spot_call_is_the_one_the_worker_drew_with_the_outputs_it_returned():
+    spot = SpotCall(torch)
+    spot.begin(4)
+    for call in range(4):
+        spot.keep(call, torch.full((3,), float(call)))
+    for call in range(4):
+        assert torch.equal(spot.chosen(call)[0], torch.full((3,), float(call)))
+    assert spot.chosen(4) is None
 
 
-def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_its_last_call():
-    spot, buffer = SpotCall(), torch.zeros(3)
-    for _ in range(50):
-        spot.reset()
-        for call in range(4):
-            spot.offer(buffer.fill_(call), last=call == 3)
-        assert spot.chosen()[0] == 3  # only the last call's values are still in the buffer
-        assert spot.chosen()[1][0] is buffer
+def test_a_kernel_that_reuses_its_output_buffer_is_judged_on_what_each_call_left_there():
+    """Each call's values are copied as it returns: a buffer written again
+    by later calls still shows the drawn call its own values."""
+    spot, buffer = SpotCall(torch), torch.zeros(3)
+    spot.begin(4)
+    for call in range(4):
+        spot.keep(call, buffer.fill_(call))
+    for call in range(4):
+        assert torch.equal(spot.chosen(call)[0], torch.full((3,), float(call)))
+        assert spot.chosen(call)[0] is not buffer
 
 
-def test_rewinding_the_swaps_gives_the_inputs_of_each_call_and_redo_restores_them():
-    x, y = torch.randn(64), torch.arange(10)
-    churn = changes.Churn(torch, [x, y], swaps=3)
-    churn.begin()
-    seen = []
-    for call in range(6):
-        churn(call)
-        seen.append(x.clone())
-    final = x.clone()
-    for call in range(6):
-        redo = churn.rewind(call)
-        assert torch.equal(x, seen[call])
-        redo()
-        assert torch.equal(x, final)
+def test_outputs_too_large_to_keep_for_every_call_are_kept_for_the_last_calls(monkeypatch):
+    from sage_engine.evaluation.child import spot as spot_module
+
+    monkeypatch.setattr(spot_module, "SPOT_RING_BYTES", 2 * 3 * 4)  # two calls' outputs of three floats
+    spot = SpotCall(torch)
+    spot.begin(5)
+    for call in range(5):
+        spot.keep(call, torch.full((3,), float(call)))
+    assert spot.slots == 2 and [c for c in range(5) if spot.chosen(c) is not None] == [3, 4]
+    assert spot_module.ring_slots(1, 5) == 5 and spot_module.ring_slots(10**12, 5) == 1
 
 
-def test_the_device_form_of_the_swaps_rewinds_too_even_where_positions_collide():
-    """The swaps a device tensor gets (indexing with positions drawn ahead),
-    run here on a host tensor; a tensor of 4 elements makes positions that
-    repeat within a call."""
-    x = torch.randn(4)
-    churn = changes.Churn(torch, [], swaps=3)
-    churn.device = [(x, torch.randint(4, (changes.CHURN_POOL, 2), generator=torch.Generator().manual_seed(0)))]
-    churn.begin()
-    seen = []
-    for call in range(8):
-        churn(call)
-        seen.append(x.clone())
-    final = x.clone()
-    for call in range(8):
-        redo = churn.rewind(call)
-        assert torch.equal(x, seen[call])
-        redo()
-        assert torch.equal(x, final)
+def test_a_timed_output_that_is_not_a_plain_tensor_is_not_copied_but_named():
+    class Lazy(torch.Tensor):
+        pass
+
+    spot = SpotCall(torch)
+    spot.begin(1)
+    spot.keep(0, torch.zeros(3).as_subclass(Lazy))
+    assert spot.odd == "test_a_timed_output_that_is_not_a_plain_tensor_is_not_copied_but_named.<locals>.Lazy"
+    assert spot.chosen(0) is None
+
+
+def test_the_reference_repeats_the_candidates_swaps_from_the_batch_seed_alone():
+    """Two processes' copies of the same inputs, swapped from the same seeds,
+    stay equal call by call, on either form of the swaps: the reference
+    judges a drawn call on its own copy, never on the candidate's."""
+    x = torch.randn(257)
+    y = torch.randint(0, 9, (4,), dtype=torch.int64).float()  # four elements: positions repeat within a call
+    for tensors in ([x.clone(), y.clone()], [y.clone()]):
+        mine = [t.clone() for t in tensors]
+        theirs = [t.clone() for t in tensors]
+        a, b = changes.Churn(torch, mine, swaps=3), changes.Churn(torch, theirs, swaps=3)
+        b.host = [None] * len(b.host)  # the device form: indexed writes of the batch's positions
+        for seed, calls, hold in ((1, 5, False), (2, 1, True), (3, 7, False)):
+            a.plan(seed, calls, hold)
+            b.plan(seed, calls, hold)
+            for i in range(calls):
+                a(i)
+                b(i)
+                assert all(torch.equal(m, t) for m, t in zip(mine, theirs))
+        assert torch.equal(mine[-1].sort().values, tensors[-1].sort().values)
+
+
+def test_a_switched_off_churn_in_the_candidates_process_leaves_the_references_copy_changed():
+    x = torch.randn(64)
+    theirs = x.clone()
+    changes.Churn(torch, [theirs], swaps=2).run(seed=5, calls=4, hold=False)
+    assert not torch.equal(x, theirs)  # what the reference judges on: the inputs the swaps made

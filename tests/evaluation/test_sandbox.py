@@ -230,6 +230,47 @@ def test_a_killed_builds_lock_is_neither_cached_nor_staged_and_goes_stale(tmp_pa
     assert sorted(p.name for p in cached.iterdir()) == ["main.cpp"]
 
 
+def test_a_note_the_kernel_left_in_its_build_folder_is_neither_cached_nor_staged(tmp_path):
+    """Only what a build makes reaches the next evaluation of the same source:
+    ninja's files, the sources torch writes, ELF objects and modules."""
+    from sage_engine.evaluation.host.builds import publish_build
+    from sage_engine.evaluation.worker.scratch import stage_build
+
+    staged, cached, inside = tmp_path / "staged" / "ext", tmp_path / "cache" / "ext", tmp_path / "inside"
+    staged.mkdir(parents=True)
+    built = {"main.cpp": b"int x;", "build.ninja": b"rule cxx", "main.o": b"\x7fELF\x02", "ext.so": b"\x7fELF\x02"}
+    for name, data in built.items():
+        (staged / name).write_bytes(data)
+    (staged / "note.txt").write_text("answers of the last run")
+    (staged / "answers.so").write_bytes(b"not a module")  # a note named like a build's module
+    assert publish_build(staged, cached)
+    assert sorted(p.name for p in cached.iterdir()) == sorted(built)
+
+    (cached / "note.txt").write_text("planted in the cache itself")  # as a limits-only run writes it
+    stage_build(str(cached), str(inside))
+    assert sorted(p.name for p in inside.iterdir()) == sorted(built)
+
+
+NOTE_READER = (
+    "import os\nimport pathlib\nimport torch\nimport torch.nn as nn\n\n"
+    "NOTE = pathlib.Path(os.environ['TORCH_EXTENSIONS_DIR'], 'note.txt')\n"
+    "SEEN = NOTE.exists()  # left by an earlier evaluation of this very source\n"
+    "getattr(NOTE, 'write_' + 'text')('seen')  # a name no static check reads\n\n"
+    "class ModelNew(nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        return torch.zeros_like(x) if SEEN else torch.clamp(x, min=0)\n"
+)
+
+
+@pytest.mark.parametrize("confinement", ["auto", "off"])
+def test_a_note_left_in_the_build_folder_is_not_there_for_the_next_evaluation_of_the_same_source(eval_cache, relu, confinement):
+    source = NOTE_READER + f"# {confinement}\n"  # a build folder of its own per case: the source hash names it
+    with Harness(fast_config(eval_cache, sandbox_confinement=confinement)) as h:
+        for _ in range(2):
+            result = h.evaluate(relu, source)
+            assert result.status == "correct", result.message
+
+
 def _task_with_helpers(folder: Path, scale: float) -> Path:
     (folder / "lib" / "helpers").mkdir(parents=True)
     (folder / "lib" / "helpers" / "__init__.py").write_text(f"SCALE = {scale}\n")

@@ -235,3 +235,23 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
     result = harness.evaluate(fixture_task("matmul"), candidate)
     assert result.status == "rejected", result.message
     assert "misreported how long its calls took" in result.message and "more CPU" in result.message
+
+
+def test_a_numerics_switch_the_candidate_flipped_is_reset_before_its_timed_calls_and_reported(harness):
+    """It lowers float32 matmul precision at import and, once timed (after
+    its first calls), answers wrongly wherever the switch is still flipped:
+    a spot check would see that, unless the switch is back at the default."""
+    candidate = (
+        "import torch\nimport torch.nn as nn\n\n"
+        'torch.set_float32_matmul_precision("medium")\n\n'
+        "class ModelNew(nn.Module):\n"
+        "    calls = 0\n\n"
+        "    def forward(self, a, b):\n"
+        "        ModelNew.calls += 1\n"
+        '        if ModelNew.calls > 20 and torch.get_float32_matmul_precision() != "highest":\n'
+        "            return torch.zeros(a.shape[0], b.shape[1])\n"
+        "        return torch.matmul(a, b)\n"
+    )
+    result = harness.evaluate(fixture_task("matmul"), candidate)
+    assert result.status == "correct", result.message
+    assert result.compile_info["checks"]["numerics_reset"] == ["float32_matmul_precision"]

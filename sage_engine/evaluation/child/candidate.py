@@ -42,7 +42,9 @@ class Case:
     variant: str = ""
     at: str = ""  # a variant's input shapes
     model: Any = None
-    values: list[Any] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)  # what the kernel gets: aliases of `owned`
+    owned: list[Any] = field(default_factory=list)  # the harness's own references to the same memory
+    identities: list[Any] = field(default_factory=list)  # the aliases' identities when made
 
 
 class CandidateSide(Side):
@@ -57,6 +59,7 @@ class CandidateSide(Side):
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
         self.receiver = InputReceiver(self.torch, channels.shared, self.device)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
+        self.identity = guards.identity_reader(self.torch)  # bound now, before the candidate loads
 
     # -- stages
 
@@ -156,10 +159,11 @@ class CandidateSide(Side):
         # memoises on tensor identity then returns stale outputs.
         fresh = self.header_values(case.module, header)
         if not case.values or not _same_layout(case.values, fresh, torch):
-            case.values = fresh
+            # The kernel gets aliases: whatever it does to them (a class, a storage), the harness's stay.
+            case.owned, (case.values, case.identities) = fresh, give(fresh, self.identity, torch)
         else:
             with torch.no_grad():  # inputs that require grad are leaves: refreshed outside autograd
-                case.values = self.refreshed(case.values, fresh)
+                case.values = refreshed(self.torch, case.values, fresh)
         if not case.variant and not self.declared_at:
             self.declared_at = changes.shapes(case.values)
         pristine = self.clone(case.values)
@@ -168,6 +172,7 @@ class CandidateSide(Side):
                 raw = self.forward(case.model, case.values)
         except BaseException as exc:
             raise at_variant(self.declared_at, case, self.candidate_failure(exc, "ModelNew.forward"))
+        check_identity(self.identity, case.values, case.identities, "ModelNew.forward")
         self.send(case.index, trial, correctness.as_output_list(raw), case.values, pristine)
         if self.hook is not None:
             self.emit.send(Extras(hook=self.hook.extras()))
@@ -178,7 +183,7 @@ class CandidateSide(Side):
         self.check_patches("ModelNew.forward")
         if case.variant:
             return  # timing stays on the declared cases
-        values = case.values
+        values = case.owned
         if self.device.type == "cpu":
             # Timed on memory of its own, as the reference is: shared pages may
             # not get the huge pages the reference's private memory gets.
@@ -235,37 +240,22 @@ class CandidateSide(Side):
 
     # -- timing commands
 
-    def timed_batch(self, n: int) -> float:
-        seconds = super().timed_batch(n)
+    def timed_batch(self, n: int, seed: int) -> float:
+        timed = self.timed_case()
+        if timed.aliases is None:
+            timed.aliases, timed.identities = give(timed.inputs, self.identity, self.torch)
+        seconds = super().timed_batch(n, seed)
+        check_identity(self.identity, timed.aliases, timed.identities or [], "timing ModelNew.forward")
         # A lazy or subclassed output would defer its work past the timer.
-        for value in correctness.as_output_list(self.last_first):
-            if wire._type(value) is not self.torch.Tensor and not (value is None or wire._type(value) in (bool, int, float)):
-                name = wire._type(value).__qualname__
+        odd = [wire._type(v).__qualname__ for v in correctness.as_output_list(self.last_first) if not _plain(v, self.torch)]
+        for name in odd + ([self.spot.odd] if self.spot.odd else [])[:1]:
+            if name:
                 raise Failure(
                     "rejected",
                     f"ModelNew.forward returned a {name} while being timed; return plain torch.Tensor outputs",
                     [diagnostics.diagnostic("cheat", f"timed output is a {name}")],
                 )
         return seconds
-
-    def refreshed(self, dst: Any, src: Any) -> Any:
-        """`src`'s values in `dst`'s tensors, inside list and tuple arguments
-        too: tensors are copied into (a candidate that memoises on tensor
-        identity must see new values in the same objects, and timed calls that
-        update them in place start from the new values); numbers and anything
-        else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
-        torch = self.torch
-        if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
-            if dst is not src:
-                dst.copy_(src)
-            return dst
-        if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
-            items = [self.refreshed(d, s) for d, s in zip(dst, src)]
-            if isinstance(dst, list):
-                dst[:] = items
-                return dst
-            return tuple(items)
-        return src
 
     def command(self, verb: str, arg: str) -> str:
         if verb == "fresh":
@@ -274,16 +264,16 @@ class CandidateSide(Side):
             fresh = self.receive_inputs(timed.module, case=timed.index, trial="fresh")
             if _same_layout(timed.inputs, fresh, self.torch):
                 with self.torch.no_grad():
-                    timed.inputs = self.refreshed(timed.inputs, fresh)
+                    timed.inputs = refreshed(self.torch, timed.inputs, fresh)
             else:
                 timed.inputs = list(fresh)
                 self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
-            self.keep_first = True
+            self.keep_first, timed.aliases = True, None  # aliases anew: a number drawn with the inputs changes too
             return "ok"
         if verb in ("check", "spot"):  # a fresh-input check's output, or a call drawn from the last batch
             self.check_patches("timing ModelNew.forward")
             if verb == "spot":
-                send_spot(self)
+                send_spot(self, int(arg))
             else:
                 self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
             return "ok"
@@ -303,6 +293,45 @@ def new_case(header: dict[str, Any], module: Any, hook: Any, declared_at: str) -
     if hook is not None:
         hook.on_case(case.variant, case.at, declared_at)
     return case
+
+
+def refreshed(torch: Any, dst: Any, src: Any) -> Any:
+    """`src`'s values in `dst`'s tensors, inside list and tuple arguments
+    too: tensors are copied into (a candidate that memoises on tensor
+    identity must see new values in the same objects, and timed calls that
+    update them in place start from the new values); numbers and anything
+    else come from `src` (`tril`'s `diagonal` is drawn anew with the tensor)."""
+    if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
+        if dst is not src and not guards.same_memory(dst, src):
+            dst.copy_(src)
+        return dst
+    if isinstance(dst, (list, tuple)) and isinstance(src, (list, tuple)) and len(dst) == len(src):
+        items = [refreshed(torch, d, s) for d, s in zip(dst, src)]
+        if isinstance(dst, list):
+            dst[:] = items
+            return dst
+        return tuple(items)
+    return src
+
+
+def give(values: list[Any], identity: Any, torch: Any) -> tuple[list[Any], list[Any]]:
+    """What the kernel gets for the harness's `values`: aliases (`guards.aliases`), and their identities now."""
+    aliases = guards.aliases(values, torch)
+    return aliases, [identity(v) for v in aliases]
+
+
+def check_identity(identity: Any, aliases: list[Any], expected: list[Any], when: str) -> None:
+    """Rejects a kernel that changed what its inputs are (class, memory,
+    shape, strides, dtype), read with functions bound before it loaded."""
+    changed = [i for i, (v, was) in enumerate(zip(aliases, expected)) if identity(v) != was]
+    if changed:
+        detail = ", ".join(f"input {i}: {identity(aliases[i])[0].__qualname__}" for i in changed[:3])
+        raise Failure(
+            "rejected",
+            f"{when} changed the identity of its inputs ({detail}): a kernel may read and write its "
+            "inputs' values, not replace their class or point them at other memory",
+            [diagnostics.diagnostic("cheat", f"changed the identity of its inputs while {when}")],
+        )
 
 
 def at_variant(declared_at: str, case: Case, failure: Failure) -> Failure:
@@ -326,6 +355,10 @@ def thread_count() -> int:
         return len(os.listdir("/proc/self/task"))
     except OSError:
         return 0
+
+
+def _plain(value: Any, torch: Any) -> bool:
+    return wire._type(value) is torch.Tensor or value is None or wire._type(value) in (bool, int, float)
 
 
 def _same_layout(a: list[Any], b: list[Any], torch: Any) -> bool:

@@ -12,7 +12,9 @@
   returns its stored answer for these, and that answer is wrong.
 - `Churn`: elements swapped in each input before every timed call, outside
   the timed interval, so no call sees the values of another: an answer
-  remembered by the inputs' values is never the one asked for.
+  remembered by the inputs' values is never the one asked for. The swaps
+  follow from a seed per batch, so the reference process repeats them on
+  its own copy of the candidate's inputs.
 
 Standard library and torch only (imported lazily): both children use it.
 """
@@ -21,12 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-import secrets
 from typing import Any, Callable, Iterator
-
-# Random positions drawn ahead for the swaps, on the inputs' device (one
-# host-to-device copy, not one per call); reused in turn once exhausted.
-CHURN_POOL = 1 << 14
 
 
 def floating(value: Any) -> bool:
@@ -136,92 +133,90 @@ class Churn:
 
     Floating inputs are churned (ints and masks too where no input floats):
     a swap keeps every value the input had, so ranges and distributions stay
-    as the task made them; the positions come from a secret generator. The
-    first call after `hold()` runs on its inputs unchanged: its output is
-    the one a fresh-input check compares. Host tensors are swapped through
-    a NumPy view of their raw bits (about 2 µs a swap; a torch indexing op
-    costs ten times that), device tensors by indexing with positions drawn
-    ahead on the device.
+    as the task made them. The positions of a batch follow from a seed the
+    worker sends with it (`plan`), so the reference process can make the
+    very same swaps on its own copy of the candidate's inputs (`run`)
+    and judge a drawn call on inputs the candidate's process never handed
+    back: a churn switched off or turned elsewhere in the candidate's
+    process only makes its outputs wrong. Within a call no position repeats
+    (a device's indexed writes with repeated positions land in no set
+    order). The first call of a batch planned with `hold` runs on its inputs
+    unchanged: its output is the one a fresh-input check compares. Host
+    tensors are swapped through a NumPy view of their raw bits (about 2 µs a
+    swap), device tensors by indexing with the batch's positions, moved up
+    once a batch.
     """
 
     def __init__(self, torch: Any, inputs: list[Any], swaps: int):
-        self.swaps = swaps
-        tensors = [t for t in inputs if type(t) is torch.Tensor and t.numel() > 1 and t.is_contiguous()]
-        chosen = [t for t in tensors if floating(t)] or tensors
-        self.rng = random.Random(secrets.randbits(64))
-        self.host = [v for v in (_raw_bits(torch, t) for t in chosen if t.device.type == "cpu") if v is not None]
-        device = [t.view(-1) for t in chosen if t.device.type != "cpu"]
-        gen = torch.Generator().manual_seed(secrets.randbits(62))
-        self.device = (
-            [(flat, torch.randint(flat.numel(), (CHURN_POOL, 2), generator=gen).to(flat.device)) for flat in device] if swaps > 0 else []
-        )
-        self.at = 0
-        self.held = False
-        # Per call of the batch under way, what its changes moved (`rewind`):
-        # host swaps as (tensor, a, b), device swaps as (positions, values before) per tensor.
-        self.moves: list[tuple[list[tuple[int, int, int]], list[tuple[Any, Any, Any, Any]]]] = []
+        self.torch, self.swaps = torch, swaps
+        self.tensors = churned(torch, inputs)
+        self.host = [_raw_bits(torch, t) if t.device.type == "cpu" else None for t in self.tensors]
+        self.flat = [t.view(-1) for t in self.tensors]
+        self.hold_first = False
+        self.pairs: list[list[list[tuple[int, int]]]] = []  # per tensor, per call of the batch: its swaps
+        self.on_device: list[Any] = []  # per tensor, the batch's positions on its device (None on the host)
 
     @property
     def active(self) -> bool:
-        return self.swaps > 0 and bool(self.host or self.device)
+        return self.swaps > 0 and bool(self.tensors)
 
-    def hold(self) -> None:
-        """The next call runs on the inputs as they are."""
-        self.held = True
-
-    def begin(self) -> None:
-        """A new batch: `rewind` counts its calls from here."""
-        self.moves = []
+    def plan(self, seed: int, calls: int, hold: bool = False) -> None:
+        """The swaps of a batch of `calls` calls, from `seed`."""
+        torch = self.torch
+        gen = torch.Generator().manual_seed(seed)
+        self.hold_first = hold
+        self.pairs, self.on_device = [], []
+        for t, bits in zip(self.tensors, self.host):
+            n = t.numel()
+            drawn = torch.randint(n, (calls, self.swaps, 2), generator=gen).tolist()
+            per_call = [_distinct(call) for call in drawn]
+            self.pairs.append(per_call)
+            if bits is None:
+                # Padded by repeating a pair (the same two writes twice), or (0, 0): every write lands in one order.
+                flat_pairs = [p for call in per_call for p in (call + [call[0] if call else (0, 0)] * (self.swaps - len(call)))]
+                self.on_device.append(torch.tensor(flat_pairs, dtype=torch.int64).view(calls, self.swaps, 2).to(t.device))
+            else:
+                self.on_device.append(None)
 
     def __call__(self, i: int) -> None:
-        host: list[tuple[int, int, int]] = []
-        device: list[tuple[Any, Any, Any, Any]] = []
-        self.moves.append((host, device))
-        if self.held:
-            self.held = False
+        if i == 0 and self.hold_first:
             return
-        rng = self.rng
         for k, bits in enumerate(self.host):
-            n = len(bits)
-            for _ in range(self.swaps):
-                a, b = rng.randrange(n), rng.randrange(n)
-                bits[a], bits[b] = bits[b], bits[a]
-                host.append((k, a, b))
-        if self.device:
-            start = self.at
-            self.at = (self.at + self.swaps) % (CHURN_POOL - self.swaps)
-            for flat, pool in self.device:
-                pairs = pool[start : start + self.swaps]
-                src, dst = pairs[:, 0], pairs[:, 1]
-                taken = flat[src]
-                before_dst = flat[dst]
-                device.append((src, dst, taken, before_dst))
+            if bits is not None:
+                for a, b in self.pairs[k][i]:
+                    bits[a], bits[b] = bits[b], bits[a]
+            else:
+                flat, at = self.flat[k], self.on_device[k][i]
+                src, dst = at[:, 0], at[:, 1]
+                taken, before_dst = flat[src], flat[dst]
                 flat[src] = before_dst
                 flat[dst] = taken
 
-    def rewind(self, call: int) -> Callable[[], None]:
-        """Puts the inputs back as they were at `call` of this batch (the
-        changes of every later call undone, in place) and returns what
-        redoes them."""
-        later = self.moves[call + 1 :]
-        for host, device in reversed(later):
-            for k, a, b in reversed(host):
-                bits = self.host[k]
-                bits[a], bits[b] = bits[b], bits[a]
-            for (flat, _), (src, dst, taken, before_dst) in zip(self.device, device):
-                flat[dst] = before_dst
-                flat[src] = taken
+    def run(self, seed: int, calls: int, hold: bool) -> None:
+        """A whole batch's swaps, planned here: what the reference makes on its copy of the candidate's inputs."""
+        self.plan(seed, calls, hold)
+        for i in range(calls):
+            self(i)
 
-        def redo() -> None:
-            for host, device in later:
-                for k, a, b in host:
-                    bits = self.host[k]
-                    bits[a], bits[b] = bits[b], bits[a]
-                for (flat, _), (src, dst, taken, before_dst) in zip(self.device, device):
-                    flat[src] = before_dst
-                    flat[dst] = taken
 
-        return redo
+def churned(torch: Any, inputs: list[Any]) -> list[Any]:
+    """The inputs a churn swaps: plain contiguous tensors of more than one
+    element, the floating ones where any floats. Both processes choose
+    from copies of the same inputs, so they choose alike."""
+    tensors = [t for t in inputs if type(t) is torch.Tensor and t.numel() > 1 and t.is_contiguous()]
+    return [t for t in tensors if floating(t)] or tensors
+
+
+def _distinct(call: list[list[int]]) -> list[tuple[int, int]]:
+    """A call's swaps with no position twice: a pair that repeats an earlier position swaps nothing."""
+    used: set[int] = set()
+    out = []
+    for a, b in call:
+        if a in used or b in used or a == b:
+            continue
+        used.update((a, b))
+        out.append((a, b))
+    return out
 
 
 def _raw_bits(torch: Any, t: Any) -> Any:

@@ -8,7 +8,7 @@ Standard library, torch imported lazily.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 
 def storage_ptr(value: Any) -> int | None:
@@ -21,6 +21,65 @@ def storage_ptr(value: Any) -> int | None:
     except (RuntimeError, NotImplementedError):
         return None
     return ptr or None
+
+
+def aliases(values: list[Any], torch: Any) -> list[Any]:
+    """New tensor objects on the same memory as `values`' plain tensors (the
+    same leaves where they require grad); anything else as it is. The
+    harness keeps `values`: a kernel that relabels or re-points what it
+    got changes its aliases only."""
+    out = []
+    for v in values:
+        if type(v) is torch.Tensor and v.layout == torch.strided:
+            alias = v.detach()
+            if v.requires_grad:
+                alias.requires_grad_(True)
+            out.append(alias)
+        else:
+            out.append(v)
+    return out
+
+
+def same_memory(a: Any, b: Any) -> bool:
+    """Two strided tensors that are views of the very same elements."""
+    import torch
+
+    if a.layout != torch.strided or b.layout != torch.strided:
+        return False
+    return a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride() and a.dtype == b.dtype
+
+
+def identity_reader(torch: Any) -> Callable[[Any], tuple[Any, ...]]:
+    """What a tensor is, as the harness relies on it: its class, memory,
+    shape, strides, dtype and device. The functions are bound here, when
+    called before the candidate loads (taken from the C base class, not
+    looked up on `torch.Tensor` at call time): a candidate that later
+    replaces `type`, `torch.Tensor.data_ptr` or the like does not reach
+    them. Anything that is not a tensor reads as its class alone."""
+    base = torch._C.TensorBase
+    kind, tensor, layout = type, torch.Tensor, torch.strided
+    data_ptr, size, stride = base.__dict__["data_ptr"], base.__dict__["size"], base.__dict__["stride"]
+    offset, storage = base.__dict__["storage_offset"], base.__dict__["untyped_storage"]
+    storage_ptr_of = torch._C.StorageBase.__dict__["data_ptr"]
+    dtype, device, layout_of = base.__dict__["dtype"].__get__, base.__dict__["device"].__get__, base.__dict__["layout"].__get__
+    _tuple = tuple
+
+    def identity(value: Any) -> tuple[Any, ...]:
+        cls = kind(value)
+        if cls is not tensor or layout_of(value) is not layout:
+            return (cls,)
+        return (
+            cls,
+            data_ptr(value),
+            storage_ptr_of(storage(value)),
+            offset(value),
+            _tuple(size(value)),
+            _tuple(stride(value)),
+            dtype(value),
+            device(value),
+        )
+
+    return identity
 
 
 def aliased(outputs: list[Any], inputs: list[Any]) -> list[tuple[int, int]]:

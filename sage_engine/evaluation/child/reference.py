@@ -95,6 +95,7 @@ class ReferenceSide(Side):
                 phases={"reference_correctness": time.perf_counter() - start, "reference_calls": self.call_s},
             )
         )
+        self.checks.start_mirror()  # before this side's own timed calls swap its inputs
         self.serve()
 
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
@@ -232,9 +233,8 @@ class ReferenceSide(Side):
         return header
 
     def make_inputs(self, case: int, module: Any, seed: int) -> list[Any]:
-        """A trial's inputs, made on the device where the task's builder
-        allows it (with the device's own generator: no host build, no copy
-        up), else on the host."""
+        """A trial's inputs, made on the device where the task's builder allows
+        it (the device's own generator: no host build, no copy up), else on the host."""
         if self.device.type == "cpu" or not self.req.inputs_on_device or case in self.host_only:
             return self.host_inputs(module, seed)
         self.reseed(seed)

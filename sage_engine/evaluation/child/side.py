@@ -27,6 +27,7 @@ from typing import Any, Callable
 from sage_engine.evaluation.common import diagnostics, timing
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
+from sage_engine.evaluation.child.numerics import Numerics
 from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.common.processes import scrub_environ
 from sage_engine.evaluation.protocol import Event, Fail, ProgressEvent, Request, event_line
@@ -136,6 +137,12 @@ def versions() -> dict[str, str]:
     return out
 
 
+def _count_and_seed(arg: str) -> tuple[int, int]:
+    """`N SEED` of a `warm` or `rep` command (a seed drawn here where none came)."""
+    words = arg.split()
+    return int(words[0]), int(words[1]) if len(words) > 1 else secrets.randbits(62)
+
+
 @dataclass
 class Timed:
     """The case both sides time: the one whose inputs hold the most bytes."""
@@ -144,7 +151,9 @@ class Timed:
     bytes: int
     module: types.ModuleType
     model: Any
-    inputs: list[Any]
+    inputs: list[Any]  # the harness's own
+    aliases: list[Any] | None = None  # what the candidate's timed calls get (`candidate.give`)
+    identities: list[Any] | None = None  # the aliases' identities when made
 
 
 class Side:
@@ -157,9 +166,7 @@ class Side:
         import torch
 
         self.torch = torch
-        self.req = request
-        self.emit = emit
-        self.ch = channels
+        self.req, self.emit, self.ch = request, emit, channels
         self.task = request.task
         self.device = torch.device(request.device)
         self.trials = max(1, request.trials)
@@ -173,7 +180,8 @@ class Side:
         self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
         self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
         self.churn_s = 0.0  # host seconds the last batch's changes took
-        self.spot = SpotCall()  # one call of the last batch, for the worker's `spot` check
+        self.spot = SpotCall(torch)  # the last batch's outputs, for the worker's `spot` check
+        self.numerics = Numerics(torch)  # the switches as they were before any candidate code ran here
 
     # -- the task's module
 
@@ -284,28 +292,28 @@ class Side:
 
     # -- timing commands
 
-    def timed_batch(self, n: int) -> float:
-        """Seconds per call of `n` calls on the timed case, by this side's
-        timer (the host clock around the calls, or the device's events); the
-        worker checks the claim against its own clock."""
+    def timed_batch(self, n: int, seed: int) -> float:
+        """Seconds per call of `n` calls on the timed case by this side's timer (the worker checks it
+        against its own clock); the swaps between calls follow from the worker's `seed` (`changes.Churn`)."""
         timed = self.timed_case()
         if self.timer is None:
             raise wire.ProtocolError("a timing command in an evaluation that is not timed")
-        model, values = timed.model, timed.inputs
+        self.numerics.reset()
+        model, values = timed.model, timed.inputs if timed.aliases is None else timed.aliases
         keep, self.keep_first = self.keep_first, False
         if self.churn is None:
-            self.churn = changes.Churn(self.torch, values, self.req.verdict.churn_swaps)
-        if keep:
-            self.churn.hold()  # the checked call runs on the inputs as the reference sent them
-        churn, clock, spot = self.churn, timing.host_clock, self.spot
-        spot.reset()
-        churn.begin()
-        last: list[Any] = [None]  # the output of the call just made, until the next call's turn
+            self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
+        churn, clock, spot, start = self.churn, timing.host_clock, self.spot, timing.host_clock()
+        if churn.active:  # held, the first call runs on the inputs as the reference sent them (the fresh-input check's)
+            churn.plan(seed, n, hold=keep)
+        self.churn_s = clock() - start
+        spot.begin(n)
+        last: list[Any] = [None]  # the output of the call just made, until it is kept
 
         def before(i: int) -> None:
             start = clock()
-            if i:
-                spot.offer(last[0])
+            if i:  # the call before, copied as it returned (before this call's swaps), then freed
+                spot.keep(i - 1, last[0])
                 last[0] = None
             churn(i)
             self.churn_s += clock() - start
@@ -320,13 +328,13 @@ class Side:
                     [v.clone() if isinstance(v, self.torch.Tensor) else v for v in correctness.as_output_list(out)] if keep else out
                 )
 
-        self.churn_s = 0.0
         with self.torch.no_grad():
             seconds = self.timer(call, n, before if churn.active else None)
         self.sync()
-        if churn.active:  # with nothing to swap no call is drawn: calls on one input set may repeat an answer
-            spot.offer(last[0], last=True)
-        last[0] = None
+        if churn.active:  # with nothing to swap the calls run on one input set: nothing to draw from
+            start = clock()
+            spot.keep(n - 1, last.pop())  # a copy as the others, in the host time between calls the worker allows for
+            self.churn_s += clock() - start
         return seconds
 
     def command(self, verb: str, arg: str) -> str:
@@ -335,15 +343,19 @@ class Side:
             return "ok"
         if verb == "warm":
             # Warm-up calls, one by one; the fastest tells the worker how many calls make a sample.
-            fastest = min(self.timed_batch(1) for _ in range(max(1, int(arg))))
+            count, seed = _count_and_seed(arg)
+            fastest = min(self.timed_batch(1, seed + j) for j in range(max(1, count)))
             return f"ok {fastest!r}"
         if verb == "rep":
-            n = int(arg)
-            seconds = self.timed_batch(n)
+            n, seed = _count_and_seed(arg)
+            seconds = self.timed_batch(n, seed)
             # The host time the inputs' changes took between calls (outside the
             # timed intervals, inside the worker's clock), and, once a call left
             # device work on another stream, that.
-            return f"ok {seconds!r} churn {self.churn_s / n!r}" + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
+            reply = f"ok {seconds!r} churn {self.churn_s / n!r}"
+            if self.numerics.found:
+                reply += " reset " + ",".join(sorted(self.numerics.found))
+            return reply + (" all-streams" if getattr(self.timer, "all_streams", False) else "")
         if verb == "profile":
             return f"ok {self.profile()!r}"
         if verb == "profile-kernels":

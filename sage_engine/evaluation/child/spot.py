@@ -1,6 +1,8 @@
-"""Spot checks, the candidate's side: one call drawn from inside each timed
-batch (`SpotCall`, kept by `Side.timed_batch`) and the frame that sends it
-to the reference (`send_spot`), which judges it (`fresh.FreshChecks.spot`).
+"""Spot checks, the candidate's side: every call's outputs of the last
+timed batch, copied as each call returns (`SpotCall`, fed by
+`Side.timed_batch`), and the frame that sends the one the worker drew to
+the reference (`send_spot`), which judges it on its own copy of the
+inputs (`fresh.FreshChecks.spot`).
 
 Only the standard library, torch and the sibling pure modules are imported
 here, so a backend may run this under another interpreter (its own venv).
@@ -8,79 +10,95 @@ here, so a backend may run this under another interpreter (its own venv).
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
-from sage_engine.evaluation.child import correctness, guards
+from sage_engine.evaluation.child import correctness
 from sage_engine.evaluation.protocol import wire
+
+# The copies of one batch's outputs stay under this: past it only the last
+# calls' are kept (`ring_slots`), and a call drawn before them is not judged.
+SPOT_RING_BYTES = 512 << 20
+NOT_KEPT = "outputs too large to keep every call's"
+
+
+def ring_slots(output_bytes: int, calls: int) -> int:
+    """How many of a batch's last calls have their outputs kept."""
+    return max(1, min(calls, SPOT_RING_BYTES // max(1, output_bytes)))
 
 
 class SpotCall:
-    """One call of the last timed batch, drawn uniformly among its calls
-    (reservoir sampling): after each call returns, it replaces the one held
-    with probability 1/(calls so far), from the kernel's random source, so no
-    call can know beforehand whether it is the one kept. Nothing is copied:
-    the kept call's outputs are held as they are (a later call allocates its
-    own) and its inputs are the timed inputs with the later calls' swaps
-    undone (`changes.Churn.rewind`), so keeping one disturbs no call. The
-    worker asks for it after the batch (`spot`): a candidate that computes
-    only the calls a check could see is judged on one it did not choose."""
+    """Every call's outputs of the last timed batch, copied into buffers of
+    the harness's as each call returns (outside the timed interval, before
+    the next call's swaps): the kernel's own outputs are freed as before, so
+    its allocations and caches are as they would be unchecked, and a kernel
+    that writes every call into one buffer is judged on what each call
+    left there. Which call is judged is drawn by the worker after the
+    batch, from a secret this process never holds: no code here decides
+    it, so none the candidate rebinds can. The inputs the call had are not
+    taken from here either: the reference repeats the batch's swaps on its
+    own copy."""
 
-    def __init__(self) -> None:
-        self.reset()
+    def __init__(self, torch: Any) -> None:
+        self.torch = torch
+        self.buffers: list[list[Any]] = []  # per slot, a buffer per tensor output (reused batch after batch)
+        self.begin(0)
 
-    def reset(self) -> None:
-        self.seen = 0
-        self.call: int | None = None
-        self.outputs: list[Any] = []
-        self.last: list[Any] = []  # the last call's outputs
-        self.storages: list[set[int]] = []  # per call, the memory its tensor outputs live in
+    def begin(self, calls: int) -> None:
+        self.calls, self.slots = calls, 0
+        self.kept: dict[int, list[Any]] = {}  # call -> its outputs (copies)
+        self.odd = ""  # the class of a timed output that is neither a plain tensor nor a number
 
-    def offer(self, out: Any, *, last: bool = False) -> None:
+    def keep(self, call: int, out: Any) -> None:
+        torch = self.torch
         outputs = correctness.as_output_list(out)
-        self.storages.append({p for p in map(guards.storage_ptr, outputs) if p is not None})
-        if last:  # held after the batch only: during it, each call finds the output before it freed
-            self.last = outputs
-        self.seen += 1
-        if not secrets.randbelow(self.seen):
-            self.call, self.outputs = self.seen - 1, outputs
+        plain = all(type(v) is torch.Tensor or v is None or type(v) in (bool, int, float) for v in outputs)
+        if not plain:  # copying it would run its code outside the timer: not copied, and rejected after the batch
+            self.odd = next(type(v) for v in outputs if type(v) is not torch.Tensor and v is not None).__qualname__
+            return
+        if not self.slots:
+            size = sum(v.numel() * v.element_size() for v in outputs if type(v) is torch.Tensor)
+            self.slots = ring_slots(size, self.calls)
+        slot = call % self.slots
+        while len(self.buffers) <= slot:
+            self.buffers.append([])
+        copies = []
+        with torch.no_grad():
+            for k, v in enumerate(outputs):
+                if type(v) is not torch.Tensor:
+                    copies.append(v)
+                    continue
+                held = self.buffers[slot]
+                if k >= len(held) or held[k].shape != v.shape or held[k].dtype != v.dtype or held[k].device != v.device:
+                    buffer = torch.empty_like(v, memory_format=torch.preserve_format) if v.layout == torch.strided else v.clone()
+                    held[k:] = [buffer]
+                if v.layout == torch.strided:
+                    held[k].copy_(v)
+                else:
+                    held[k] = v.clone()
+                copies.append(held[k])
+        self.kept = {c: o for c, o in self.kept.items() if c % self.slots != slot}
+        self.kept[call] = copies
 
-    def chosen(self) -> tuple[int, list[Any]] | None:
-        """(call, outputs) to judge: the kept call, or the last one where a
-        later call wrote into the kept call's outputs (a kernel that reuses
-        its output buffer: only the last call's values are still there)."""
-        if self.call is None:
-            return None
-        kept = self.storages[self.call]
-        if any(kept & later for later in self.storages[self.call + 1 :]):
-            return self.seen - 1, self.last
-        return self.call, self.outputs
+    def chosen(self, call: int) -> list[Any] | None:
+        """The outputs of `call` of the last batch, where they were kept."""
+        return self.kept.get(call)
 
 
-def send_spot(side: Any) -> None:
-    """The last batch's drawn call (`SpotCall`) to the reference: the
-    inputs it had (the later calls' swaps undone for the moment), then
-    its outputs, in one frame; a frame that says why not where none was
-    drawn or its inputs cannot cross."""
-    spot, torch, timed = side.spot, side.torch, side.timed_case()
-    chosen = spot.chosen()
-    if chosen is None or not all(wire.shareable(v, torch) for v in timed.inputs):
-        why = "no call drawn" if chosen is None else "inputs that cannot cross"
+def send_spot(side: Any, call: int) -> None:
+    """The outputs of the last batch's call `call` to the reference, in one frame."""
+    timed = side.timed_case()
+    outputs = side.spot.chosen(call)
+    if outputs is None:
+        kept = side.spot.kept
+        why = NOT_KEPT if kept and call < side.spot.calls - side.spot.slots else f"call {call} not kept ({len(kept)} of the batch's were)"
         wire.write_frame(side.ch.data, {"case": timed.index, "trial": "spot", "skipped": why}, [])
         return
-    # An output that is an input's memory is judged too: rewound, it holds what it held after that call.
-    call, outputs = chosen
     side.sync()
-    redo = side.churn.rewind(call)
-    try:
-        header: dict[str, Any] = {"case": timed.index, "trial": "spot", "call": call, "spot_inputs": [], "outputs": []}
-        tensors = []
-        for key, values in (("spot_inputs", timed.inputs), ("outputs", outputs)):
-            for value in values:
-                entry, tensor = wire.describe(value, torch)
-                header[key].append(entry)
-                if tensor is not None:
-                    tensors.append(tensor)
-        wire.write_frame(side.ch.data, header, tensors)
-    finally:
-        redo()
+    header: dict[str, Any] = {"case": timed.index, "trial": "spot", "call": call, "outputs": []}
+    tensors = []
+    for value in outputs:
+        entry, tensor = wire.describe(value, side.torch)
+        header["outputs"].append(entry)
+        if tensor is not None:
+            tensors.append(tensor)
+    wire.write_frame(side.ch.data, header, tensors)

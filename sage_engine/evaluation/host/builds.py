@@ -2,7 +2,9 @@
 Triton caches) is copied out of a worker's scratch after its evaluation
 (regular files only, size-capped, never a lock left by a killed build) and
 staged into the next scratch that needs it, so a candidate can never write
-into what another evaluation loads."""
+into what another evaluation loads. Only what a build makes is copied
+(`protocol.build_product`): a note the kernel left beside its module is
+not there for the next evaluation of the same source to read."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from sage_engine.evaluation.protocol import BUILD_LOCKS
+from sage_engine.evaluation.protocol import BUILD_LOCKS, build_product
 
 log = logging.getLogger(__name__)
 BUILD_PUBLISH_MAX_BYTES = 1 << 30  # a build folder larger than this is not cached
@@ -63,7 +65,7 @@ def _listing(root: Path) -> dict[str, tuple[int, int]] | None:
                 st = os.lstat(path)
             except OSError:
                 continue
-            if not os.path.islink(path) and os.path.isfile(path) and name not in BUILD_LOCKS:
+            if not os.path.islink(path) and os.path.isfile(path) and build_product(path):
                 out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
     return out
 
@@ -81,4 +83,20 @@ def remove_stale_locks(root: Path | str, older_than_s: float = STALE_LOCK_S) -> 
                     removed.append(path)
             except OSError:
                 continue
+    return removed
+
+
+def remove_foreign_files(root: Path | str) -> list[str]:
+    """Remove every file under `root` no build makes (`build_product`), and
+    links: what a candidate left in a build folder that is used in place."""
+    removed = []
+    for folder, dirs, names in os.walk(root):
+        for name in names + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
+            path = os.path.join(folder, name)
+            if os.path.islink(path) or (os.path.isfile(path) and not build_product(path) and name not in BUILD_LOCKS):
+                try:
+                    os.unlink(path)
+                    removed.append(path)
+                except OSError:
+                    continue
     return removed

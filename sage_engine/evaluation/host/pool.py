@@ -34,7 +34,7 @@ from pathlib import Path
 
 from sage_engine.evaluation.common.cgroups import PidsCgroup
 from sage_engine.evaluation.host import confine
-from sage_engine.evaluation.host.builds import publish_build, remove_stale_locks
+from sage_engine.evaluation.host.builds import publish_build, remove_foreign_files, remove_stale_locks
 from sage_engine.evaluation.host.launch import Launch, Sandboxing, sweep_leftovers
 from sage_engine.evaluation.host.workers import POLL_S, EvaluationRun, EventSink, SandboxFailed, TimingTurn, WorkerProcess, WorkerStartError
 from sage_engine.evaluation.protocol import Op, Outcome, Request
@@ -217,6 +217,7 @@ class WorkerPool:
             return  # confined: the sandbox gets its private copy of the folder (`workers.py`)
         Path(build.inside).mkdir(parents=True, exist_ok=True)
         remove_stale_locks(build.inside)  # left by a build killed in an earlier evaluation
+        remove_foreign_files(build.inside)  # limits only, the kernel writes in the cache itself: what no build made goes
 
     def _publish_build(self, request: Request, worker: WorkerProcess) -> None:
         build = request.build

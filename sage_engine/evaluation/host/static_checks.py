@@ -77,6 +77,7 @@ FORBIDDEN_CALLS = {
     "torch.from_file": "file-access",
     "torch.set_num_threads": "threads",
     "torch.set_num_interop_threads": "threads",
+    "os.sched_setaffinity": "threads",
     "exec": "dynamic-code",
     "eval": "dynamic-code",
     "compile": "dynamic-code",
@@ -103,6 +104,8 @@ FORBIDDEN_ATTRS = {
     "modules",
 }
 FILE_METHODS = {"read_text", "read_bytes", "iterdir", "rglob"}
+# Methods that point a tensor at other memory: the harness's inputs keep theirs.
+REPOINT_METHODS = {"set_", "_set_storage", "swap_tensors"}
 # Harmless global switches a CUDA candidate may flip.
 PATCH_ALLOWED = {"torch.backends.cudnn.benchmark"}
 # A forbidden matmul also forbids the `@` operator, which is torch.matmul.
@@ -142,6 +145,7 @@ class _Checker:
         self.aliases: dict[str, str] = {}
         self.bound: set[str] = set()
         self.module_names = _module_level_names(tree)
+        self.forward_args = _forward_args(tree)
         self.findings: list[Finding] = []
 
     def run(self) -> list[Finding]:
@@ -235,11 +239,19 @@ class _Checker:
             for target in _assign_targets(targets):
                 if isinstance(target, ast.Attribute):
                     self._check_patch(target, node)
+                    self._check_identity(target, node)
                 elif isinstance(target, ast.Subscript):
                     self._check_patch(target.value, node)
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             if self.forbid_ops & MATMUL_NAMES:
                 self._add("forbidden-op", "uses the @ operator (torch.matmul), which this task forbids", node)
+
+    def _check_identity(self, target: ast.Attribute, stmt: ast.AST) -> None:
+        """`x.__class__ = ...` anywhere, `x.data = ...` on a forward argument: an input relabelled or re-pointed."""
+        if target.attr == "__class__":
+            self._add("identity", "assigns __class__: a kernel may not change what its inputs (or outputs) are", stmt)
+        elif target.attr == "data" and isinstance(target.value, ast.Name) and target.value.id in self.forward_args:
+            self._add("identity", f"assigns {target.value.id}.data: a kernel may not point its inputs at other memory", stmt)
 
     def _check_module(self, module: str, node: ast.AST) -> None:
         parts = module.split(".")
@@ -276,6 +288,8 @@ class _Checker:
                 self._add("introspection", f"accesses .{node.attr}, which can reach the reference's objects", node)
         if node.attr in FILE_METHODS:
             self._add("file-access", f"calls .{node.attr}(), which reads the file system", node)
+        if node.attr in REPOINT_METHODS:
+            self._add("identity", f"calls .{node.attr}(), which points a tensor at other memory: kernels may not re-point inputs", node)
         if node.attr == "open":
             base = self.resolve(node.value.func if isinstance(node.value, ast.Call) else node.value) or ""
             if base.split(".")[0] in ("pathlib", "io", "os", "codecs", "tarfile", "zipfile"):
@@ -306,6 +320,8 @@ class _Checker:
                 self._add(rule, f"calls {func.id}(), which candidates may not use ({rule.replace('-', ' ')})", node)
             elif func.id in self.aliases:
                 self._check_name(self.aliases[func.id], node)
+        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+            self._check_named_attribute(func.id, node)
         if _is_getattr(node) or (isinstance(func, ast.Name) and func.id in ("setattr", "delattr")):
             base = self.resolve(node.args[0]) if node.args else None
             if base and base.split(".")[0] == "torch":
@@ -315,6 +331,23 @@ class _Checker:
                     self._add("forbidden-op", f"getattr() on {base} with a computed name cannot be checked", node)
                 elif resolved := self.resolve(node):
                     self._check_name(resolved, node)
+
+    def _check_named_attribute(self, fn: str, node: ast.Call) -> None:
+        """`getattr(sys, "modules")`, `setattr(x, "__class__", C)`: the attribute
+        rules for a name given as a constant string. A computed name is not
+        readable here: these checks are early feedback, not the boundary."""
+        name = node.args[1]
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            return
+        attr, base = name.value, self.resolve(node.args[0])
+        if attr in FORBIDDEN_ATTRS and (attr != "modules" or base == "sys"):
+            self._add("introspection", f"{fn}() of .{attr}, which can reach the reference's objects", node)
+        if attr in REPOINT_METHODS:
+            self._add("identity", f"{fn}() of .{attr}, which points a tensor at other memory", node)
+        if fn == "setattr" and attr == "__class__":
+            self._add("identity", "setattr() of __class__: a kernel may not change what its inputs (or outputs) are", node)
+        if fn == "setattr" and attr == "data" and isinstance(node.args[0], ast.Name) and node.args[0].id in self.forward_args:
+            self._add("identity", f"setattr() of {node.args[0].id}.data: a kernel may not point its inputs at other memory", node)
 
     def _check_patch(self, target: ast.AST, stmt: ast.AST) -> None:
         name = self.resolve(target)
@@ -345,6 +378,17 @@ def _module_level_names(tree: ast.Module) -> set[str]:
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def _forward_args(tree: ast.Module) -> set[str]:
+    """Parameter names of every `forward` (but `self`): the inputs the harness hands a kernel."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "forward":
+            args = node.args
+            names.update(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.arg != "self")
+            names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     return names
 
 

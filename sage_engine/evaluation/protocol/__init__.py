@@ -63,6 +63,7 @@ from sage_engine.evaluation.protocol.reports import (
 )
 from sage_engine.evaluation.protocol.request import (
     BUILD_LOCKS,
+    build_product,
     CANDIDATE_STATUSES,
     MAX_TASKS,
     BuildSpec,
@@ -79,6 +80,7 @@ from sage_engine.evaluation.protocol.request import (
 
 __all__ = [
     "BUILD_LOCKS",
+    "build_product",
     "CANDIDATE_STATUSES",
     "CHILD_EVENTS",
     "MAX_TASKS",

@@ -19,6 +19,34 @@ MAX_TASKS = 128
 # build killed by a timeout or a cancel leaves it, and every later build of
 # that candidate would wait on it forever: it is never cached nor staged.
 BUILD_LOCKS = frozenset({"lock"})
+# What a build leaves that a later build of the same source reuses: ninja's
+# own files and torch's extension layout (the sources it writes, objects,
+# the module), and a Triton cache's kernels and their metadata. Anything
+# else in a build folder was written by the candidate, not the build: no
+# later evaluation sees it (`build_product`).
+BUILD_NAMES = frozenset({"build.ninja", ".ninja_deps", ".ninja_log", "main.cpp", "cuda.cu", "main.cu"})
+BUILD_BINARIES = (".so", ".o")  # must be ELF files: a note named `x.so` is not a build's
+BUILD_CACHE_SUFFIXES = (".json", ".ttir", ".ttgir", ".llir", ".ptx", ".cubin", ".hsaco", ".amdgcn", ".source", ".npubin", ".o")
+ELF_MAGIC = b"\x7fELF"
+
+
+def build_product(path: str) -> bool:
+    """Whether a file in a build folder is one a build makes (its name, and
+    for a binary its first bytes): only those are cached or staged."""
+    import os
+
+    name = os.path.basename(path)
+    if name in BUILD_LOCKS:
+        return False
+    if name.endswith(BUILD_BINARIES):
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(4) == ELF_MAGIC
+        except OSError:
+            return False
+    return name in BUILD_NAMES or name.endswith(BUILD_CACHE_SUFFIXES)
+
+
 # Statuses a candidate process may report of itself: failures, never success
 # (`incorrect`: the candidate failed at a shape variant, or an interpreter
 # backend's autotune check saw two configs disagree).

@@ -23,17 +23,43 @@ def pin_together(pids: list[int], threads: int) -> list[int]:
     current = _current_cpu(pids[0])
     first = allowed.index(current) if current in allowed else 0
     chosen = {allowed[(first + i) % len(allowed)] for i in range(k)}
-    for pid in pids:
+    # Twice: a thread started while its parent was not yet pinned inherited the
+    # old set (one started later inherits the new), and `widened_threads` would find it.
+    for _ in range(2):
+        for pid in pids:
+            try:
+                tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    os.sched_setaffinity(tid, chosen)
+                except OSError:
+                    pass
+    return sorted(chosen)
+
+
+def widened_threads(pid: int, cpus: list[int]) -> list[int]:
+    """Threads of `pid` allowed on CPUs beyond `cpus` (the set both sides
+    were pinned to, from outside): an affinity a process widens itself.
+    Read from here, not asked of the process; a thread that widens and
+    narrows again within one call is not seen (a cpuset cgroup would bind
+    it, where the machine lets the harness make one)."""
+    if not cpus:
+        return []
+    allowed = set(cpus)
+    out = []
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return []
+    for tid in tids:
         try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+            if not os.sched_getaffinity(tid) <= allowed:
+                out.append(tid)
         except OSError:
             continue
-        for tid in tids:  # threads started later inherit it
-            try:
-                os.sched_setaffinity(tid, chosen)
-            except OSError:
-                pass
-    return sorted(chosen)
+    return out
 
 
 def _current_cpu(pid: int) -> int | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from sage_engine.evaluation.protocol import BUILD_LOCKS
+from sage_engine.evaluation.protocol import BUILD_LOCKS, build_product
 
 BUILD_DIR = "build"  # in the scratch dir: bound at host.confine.BUILD_MOUNT inside the sandbox
 
@@ -24,8 +24,14 @@ def stage_build(cache: str, inside: str) -> None:
 
 
 def _links(folder: str, names: list[str]) -> set[str]:
-    """Links, and the lock of a build that was killed (torch would wait on it forever)."""
-    return {n for n in names if os.path.islink(os.path.join(folder, n)) or n in BUILD_LOCKS}
+    """Links, the lock of a build that was killed (torch would wait on it
+    forever), and any file a build does not make (`build_product`)."""
+    out = set()
+    for n in names:
+        path = os.path.join(folder, n)
+        if os.path.islink(path) or n in BUILD_LOCKS or (os.path.isfile(path) and not build_product(path)):
+            out.add(n)
+    return out
 
 
 def clean(scratch: str, confined: bool) -> None:

@@ -26,7 +26,7 @@ from sage_engine.evaluation.protocol import ProfileOptions, ProfileReport, Repor
 from sage_engine.evaluation.protocol.profile import side_profile, work
 from sage_engine.evaluation.protocol.wire import ProtocolError
 from sage_engine.evaluation.worker.children import Child
-from sage_engine.evaluation.worker.guards import CpuMeter, ReferenceGuard, pin_together, thread_ids
+from sage_engine.evaluation.worker.guards import CpuMeter, ReferenceGuard, pin_together, thread_ids, widened_threads
 from sage_engine.evaluation.worker.supervisor import Ended, Supervisor, decided
 
 INNER_TARGET_S = 2e-3  # calls per sample so one lasts this long: fewer round trips per budget
@@ -62,13 +62,15 @@ class TimingPhase:
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []
+        self.batches: list[tuple[int, int, bool]] = []  # (calls, seed, held) since the last spot check (`spot_draw`)
+        self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
         self.all_streams: set[str] = set()
         self.inner: dict[str, int] = {}
 
     def run(self) -> tuple[list[float], list[float], dict[str, Any]]:
         """(reference samples, candidate samples, checks), seconds per call; raises `Ended` for a cheat."""
         own_cpus = os.sched_getaffinity(0)
-        cpus = pin_together([self.ref.pid, self.cand.pid, os.getpid()], self.sup.req.threads)
+        cpus = self.cpus = pin_together([self.ref.pid, self.cand.pid, os.getpid()], self.sup.req.threads)
         try:
             return self._run(cpus)
         finally:
@@ -76,7 +78,9 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
-        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup}", end)) for c in (self.ref, self.cand)}
+        seeds = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}
+        fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
+        self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
         # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
         # command round trips per budget (a device timer's own clock excludes them anyway).
         self.inner = {role: max(1, min(MAX_INNER, math.ceil(INNER_TARGET_S / max(t, 1e-7)))) for role, t in fastest.items()}
@@ -139,6 +143,8 @@ class TimingPhase:
             "spot_skipped": self.checked["spot_skipped"],
             "churn_us": round(statistics.median(self.churn) * 1e6, 2) if self.churn else 0.0,
         }
+        if self.numerics:  # process-wide switches (matmul precision, TF32) it changed: reset before each batch
+            checks["numerics_reset"] = sorted(self.numerics)
         if self.all_streams:
             # Device work left on another stream after a call's end event: from then on
             # that side was timed with the device synchronised inside each call's events.
@@ -148,8 +154,9 @@ class TimingPhase:
     def sample(self, c: Child) -> float:
         n = self.inner[c.role]
         meter = self.meters[c.role]
+        seed = secrets.randbits(SEED_BITS)
         cpu0, t0 = meter.seconds(), time.perf_counter()
-        text = self.sup.command(c, f"rep {n}", self.end)
+        text = self.sup.command(c, f"rep {n} {seed}", self.end)
         wall, cpu = time.perf_counter() - t0, meter.seconds() - cpu0
         meddled = self.guard.meddled()
         if meddled:
@@ -176,6 +183,8 @@ class TimingPhase:
         self.cpu_gaps[c.role].append(cpu - claimed - allowance)
         if c is self.cand:
             self.claims.append(claimed)
+            self.batches.append((n, seed, False))
+            self.numerics.update(numerics_of(text))
         return claimed / n
 
     def candidate_sample(self) -> float:
@@ -199,9 +208,11 @@ class TimingPhase:
                 "threads left running after forward returned",
             )
         self.known.update(now)
+        reject_widened_cpus(self.cand, self.cpus)
         if self.sup.req.verdict.spot_checks:
             self.spot_check()
             after = self.cpu.seconds()
+        self.batches.clear()
         self.after = after
         self.n += 1
         return value
@@ -213,11 +224,14 @@ class TimingPhase:
         caught on the others. Every sample, one call long too: a candidate
         that returns an earlier output for values that only moved does so
         in a sample of one call as well."""
-        wire.write_all(self.ref.cmd, b"spot\n")  # reading before the candidate writes, as in `fresh_check`
-        self.sup.command(self.cand, "spot", self.end)
+        call, log = spot_draw(self.batches)
+        wire.write_all(self.ref.cmd, f"spot {call} {log}\n".encode())  # reading before the candidate writes, as in `fresh_check`
+        self.sup.command(self.cand, f"spot {call}", self.end)
         verdict = self.sup.reply(self.ref, self.end)
         if verdict.startswith("bad "):
             message = str(_json_object(verdict[4:]).get("message", ""))
+            if message.startswith("the candidate's process skipped"):
+                raise decided("rejected", f"while timed, {message}", "cheat", "a spot check the candidate's process skipped")
             raise decided(
                 "rejected",
                 f"while timed, one call inside a timed batch, drawn after the batch ran, returned a wrong output "
@@ -233,7 +247,10 @@ class TimingPhase:
         `stale`), its output judged by the reference; outside the samples, so
         its time (with the output kept for the check) is in no median."""
         self.sup.command_both(self.ref, f"{check} {secrets.randbits(31)}", self.cand, "fresh", self.end)
-        self.sup.command(self.cand, "rep 1", self.end)
+        # The reference's copy of the candidate's inputs starts again from these: the batches before are done with.
+        seed = secrets.randbits(SEED_BITS)
+        self.batches[:] = [(1, seed, True)]
+        self.sup.command(self.cand, f"rep 1 {seed}", self.end)
         self.fresh_check(check)
         self.known.update(thread_ids(self.cand.pid))
 
@@ -280,6 +297,7 @@ class TimingPhase:
         )
 
 
+SEED_BITS = 62  # a batch's swaps follow from one of these (torch.Generator takes 64-bit seeds)
 # Draws of the checked samples' positions before settling for fewer pairs than asked.
 CHECK_DRAWS = 64
 
@@ -316,6 +334,15 @@ def _draw_checks(rng: secrets.SystemRandom, min_reps: int, pairs: int) -> dict[i
     return out
 
 
+def numerics_of(reply: str) -> list[str]:
+    """The numerics switches a side's reply says it found changed (`reset a,b`)."""
+    words = reply.split()
+    try:
+        return [w for w in words[words.index("reset") + 1].split(",") if w]
+    except (ValueError, IndexError):
+        return []
+
+
 def churn_of(reply: str) -> float:
     """Host seconds per call a side's reply says its inputs' changes took (0 when it says none)."""
     words = reply.split()
@@ -323,6 +350,26 @@ def churn_of(reply: str) -> float:
         return max(0.0, float(words[words.index("churn") + 1]))
     except (ValueError, IndexError):
         return 0.0
+
+
+def spot_draw(batches: list[tuple[int, int, bool]]) -> tuple[int, str]:
+    """The call of the last batch a spot check judges, drawn here after the
+    batch ran (from a secret the candidate's process never holds), and the
+    batches since the last check as the reference repeats their swaps."""
+    return secrets.randbelow(batches[-1][0]), ",".join(f"{n}:{seed}:{int(held)}" for n, seed, held in batches)
+
+
+def reject_widened_cpus(cand: Child, cpus: list[int]) -> None:
+    """A candidate thread allowed beyond the CPUs both sides are timed on widened its own affinity."""
+    widened = widened_threads(cand.pid, cpus)
+    if widened:
+        raise decided(
+            "rejected",
+            f"{len(widened)} thread(s) of the candidate's process were allowed on CPUs beyond the ones both sides are "
+            f"timed on ({cpus}): a kernel may not widen its own CPU set",
+            "cheat",
+            "widened its CPU affinity",
+        )
 
 
 def reject_leftover_processes(sup: Supervisor, cand: Child) -> None:
