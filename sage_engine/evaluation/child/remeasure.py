@@ -1,0 +1,191 @@
+"""The fresh-input re-measurement, both children's sides: samples of the
+candidate timed on input sets it has never seen, new values in new memory
+for every call, so no memo of earlier calls can answer them.
+
+- The reference (`FreshSets`) makes each sample's input sets from secret
+  seeds (`remake`) and places every set in a stretch of the shared file no
+  earlier call used (new addresses in the candidate's process too), sending
+  their headers in one frame; after the sample it judges the call the
+  candidate kept (`judge`) against its own forward on that call's inputs.
+- The candidate (`FreshRuns`) maps the sets and reads each once outside any
+  timed interval (`prepare`: its pages are mapped and cached as the timed
+  inputs' are; device inputs are copied into memory of its own, kept until
+  the re-measurement ends so no two calls share an address), times one call
+  per set (`batch`), keeps one call drawn as a spot check draws it, and
+  sends that call's outputs (`send`).
+
+Only the standard library, torch and the sibling pure modules are imported
+here, so a backend may run this under another interpreter (its own venv).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from sage_engine.evaluation.child import correctness
+from sage_engine.evaluation.child.side import Failure
+from sage_engine.evaluation.child.spot import SpotCall
+from sage_engine.evaluation.protocol import InputsShared, wire
+
+TRIAL = "remeasure"
+
+
+class FreshSets:
+    """The reference's side: input sets made, placed, kept, and one call judged."""
+
+    def __init__(self, side: Any):
+        self.side = side
+        self.sets: list[list[Any]] = []
+        self.made = 0  # samples made so far: each places its sets in slots of its own
+
+    def command(self, verb: str, arg: str) -> str:
+        if verb == "remeasure-make":
+            return self.remake(int(arg))
+        return self.judge()
+
+    def remake(self, n: int) -> str:
+        side = self.side
+        timed = side.timed_case()
+        sender = side.sender
+        for key in [key for key in sender.slots if isinstance(key, tuple) and key[0] == TRIAL]:
+            del sender.slots[key]  # the last sample's: never written again
+        self.made += 1
+        placed, self.sets, headers = sender.placed, [], []
+        for k in range(max(1, n)):
+            seed = secrets.randbits(31)
+            made = side.make_inputs(timed.index, timed.module, seed)
+            header = sender.place(made, (TRIAL, self.made, k))
+            headers.append(header if header is not None else {"fallback": "inputs that cannot be shared", "seed": seed})
+            self.sets.append(made)
+        if sender.placed != placed:
+            side.emit.send(InputsShared(placed=sender.placed))  # the candidate maps this much more
+        wire.write_frame(side.ch.inputs, {"case": timed.index, "trial": TRIAL, "sets": headers}, [])
+        return "ok"
+
+    def judge(self) -> str:
+        """The candidate's kept call of the last fresh-input sample, judged on the inputs that call had."""
+        side = self.side
+        try:
+            header = wire.read_header(side.ch.data)
+            if header.get("trial") != TRIAL:
+                raise wire.ProtocolError(f"expected the re-measurement's frame, got {header.get('trial')!r}")
+            call = header.get("call")
+            if not isinstance(call, int) or not 0 <= call < len(self.sets):
+                raise wire.ProtocolError(f"a re-measurement frame for call {call!r} of {len(self.sets)}")
+            try:
+                ref_out = side.reference_forward(side.timed_case().model, side.on_device(side.clone(self.sets[call])))
+            except Failure:
+                wire.skip_tensors(side.ch.data, header)
+                return "ok skipped: the reference could not run those inputs"
+            result, _ = side.judge.frame(header, ref_out, None, None)
+        except Failure as failure:
+            return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
+        except wire.ProtocolError as exc:
+            return "bad " + wire.json_text({"status": "rejected", "message": f"garbled frame ({exc})"})
+        if result.ok:
+            return "ok"
+        return "bad " + wire.json_text({"status": "rejected", "message": f"call {call}: {result.message}"})
+
+
+class FreshRuns:
+    """The candidate's side: the sets mapped ahead, one call per set timed, one call kept."""
+
+    def __init__(self, side: Any):
+        self.side = side
+        self.sets: list[list[Any]] = []
+        self.spot = SpotCall()
+
+    def command(self, verb: str, arg: str) -> str:
+        if verb == "remeasure-prepare":
+            return self.prepare()
+        if verb == "remeasure-send":
+            return self.send()
+        self.sets = []  # remeasure-end
+        return "ok"
+
+    def prepare(self) -> str:
+        side = self.side
+        timed = side.timed_case()
+        header = side.next_header()
+        sets = header.get("sets")
+        if header.get("trial") != TRIAL or not isinstance(sets, list) or not sets:
+            raise wire.ProtocolError("expected the re-measurement's input sets")
+        self.sets = []
+        with side.torch.no_grad():
+            for entry in sets:
+                if not isinstance(entry, dict):
+                    raise wire.ProtocolError("a re-measurement set that is not described")
+                values = side.header_values(timed.module, entry)
+                for v in values:
+                    if wire._type(v) is side.torch.Tensor and v.numel():
+                        v.sum()  # its pages mapped here, not inside a timed call
+                self.sets.append(values)
+        side.sync()
+        return "ok"
+
+    def batch(self, n: int, churned: bool) -> float:
+        """Seconds per call of one call on each prepared set, by this side's
+        timer; each set is copied into memory of this process right before
+        its call, outside the timed interval (new values in new memory,
+        written just now: in the caches as the timed inputs are). `churned`:
+        as many calls on the timed inputs, changed between calls as when
+        timed, with the same copy made and dropped before each: the same
+        work outside the timer for both."""
+        side = self.side
+        torch, timed, spot = side.torch, side.timed_case(), self.spot
+        model = timed.model
+        churn = side.churn if churned and side.churn is not None and side.churn.active else None
+        count = max(1, n) if churned else len(self.sets)
+        spot.reset()
+        if churn is not None:
+            churn.begin()
+        last: list[Any] = [None]
+        now: list[Any] = [timed.inputs]
+
+        def before(i: int) -> None:
+            if i and not churned:
+                spot.offer(last[0])
+            last[0] = None
+            if churned:
+                if churn is not None:
+                    churn(i)
+                [_own(torch, v) for v in timed.inputs]
+            else:
+                now[0] = None
+                now[0] = [_own(torch, v) for v in self.sets[i]]
+
+        def call(i: int) -> None:
+            last[0] = model(*now[0])
+
+        with torch.no_grad():
+            seconds = side.timer(call, count, before)
+        side.sync()
+        if not churned:
+            spot.offer(last[0], last=True)
+        last[0] = now[0] = None
+        return seconds
+
+    def send(self) -> str:
+        """The kept call's outputs to the reference, which judges them on that call's inputs."""
+        side = self.side
+        side.check_patches("timing ModelNew.forward")
+        chosen = self.spot.chosen()
+        call, outputs = chosen if chosen is not None else (len(self.sets) - 1, self.spot.last)
+        header: dict[str, Any] = {"case": side.timed_case().index, "trial": TRIAL, "call": call, "outputs": []}
+        tensors = []
+        for value in correctness.as_output_list(outputs):
+            entry, tensor = wire.describe(value, side.torch)
+            header["outputs"].append(entry)
+            if tensor is not None:
+                tensors.append(tensor)
+        wire.write_frame(side.ch.data, header, tensors)
+        self.spot.reset()
+        return "ok"
+
+
+def _own(torch: Any, value: Any) -> Any:
+    """A copy in this process's own memory (a tensor), or the value itself."""
+    if wire._type(value) is not torch.Tensor:
+        return value
+    return value.detach().clone().requires_grad_(value.requires_grad)

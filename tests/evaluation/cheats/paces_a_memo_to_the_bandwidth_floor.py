@@ -1,0 +1,47 @@
+"""A memo keyed on the inputs' version counters after re-pointing their
+storage (`t.set_(t.clone())`), which reads no input byte on a hit, paced so
+that every call lasts as long as its bytes need at a believable bandwidth
+(8 GB/s): no time the machine cannot deliver, so the physics floor passes
+it. An input set it has never seen is computed, at the product's cost.
+
+task: matmul
+expect: rejected
+"""
+
+import time
+
+import torch
+import torch.nn as nn
+
+WHILE_CHECKED = 30  # calls: the correctness trials and shape variants come first
+
+BANDWIDTH = 8e9
+
+
+def key_of(t):
+    return (t.data_ptr(), t._version, tuple(t.shape))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = None
+        self.out = None
+        self.calls = 0
+
+    def forward(self, a, b):
+        self.calls += 1
+        start = time.perf_counter()
+        key = (key_of(a), key_of(b))
+        if key != self.key:
+            self.out = torch.matmul(a, b)
+            if self.calls > WHILE_CHECKED:  # timed by now: its inputs are the harness's timed copies
+                with torch.no_grad():
+                    a.set_(a.clone())
+                    b.set_(b.clone())
+            self.key = (key_of(a), key_of(b))
+            return self.out
+        need = (a.numel() * a.element_size() + b.numel() * b.element_size() + self.out.numel() * self.out.element_size()) / BANDWIDTH
+        while time.perf_counter() - start < need:
+            pass
+        return self.out
