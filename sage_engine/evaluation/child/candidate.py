@@ -294,7 +294,7 @@ class CandidateSide(Side):
         if verb in ("warm", "rep"):
             try:
                 if arg.endswith((" remeasure", " remeasure-churned")):  # the fresh-input re-measurement's pairs
-                    return f"ok {self.fresh_runs.batch(int(arg.split()[0]), churned=arg.endswith('-churned'))!r}"
+                    return f"ok {self.fresh_runs.batch(churned=arg.endswith('-churned'))!r}"
                 return super().command(verb, arg)
             except Failure:
                 raise

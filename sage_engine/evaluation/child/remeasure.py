@@ -7,12 +7,11 @@ for every call, so no memo of earlier calls can answer them.
   earlier call used (new addresses in the candidate's process too), sending
   their headers in one frame; after the sample it judges the call the
   candidate kept (`judge`) against its own forward on that call's inputs.
-- The candidate (`FreshRuns`) maps the sets and reads each once outside any
-  timed interval (`prepare`: its pages are mapped and cached as the timed
-  inputs' are; device inputs are copied into memory of its own, kept until
-  the re-measurement ends so no two calls share an address), times one call
-  per set (`batch`), keeps one call drawn as a spot check draws it, and
-  sends that call's outputs (`send`).
+- The candidate (`FreshRuns`) maps the sets outside any timed interval
+  (`prepare`), times one call per set (`batch`; each set read once right
+  before its call, outside the timed interval, as the timed inputs are
+  read before theirs in the other sample of the pair), keeps one call drawn
+  as a spot check draws it, and sends that call's outputs (`send`).
 
 Only the standard library, torch and the sibling pure modules are imported
 here, so a backend may run this under another interpreter (its own venv).
@@ -124,36 +123,35 @@ class FreshRuns:
         side.sync()
         return "ok"
 
-    def batch(self, n: int, churned: bool) -> float:
-        """Seconds per call of one call on each prepared set, by this side's
-        timer; each set is copied into memory of this process right before
-        its call, outside the timed interval (new values in new memory,
-        written just now: in the caches as the timed inputs are). `churned`:
-        as many calls on the timed inputs, changed between calls as when
-        timed, with the same copy made and dropped before each: the same
-        work outside the timer for both."""
+    def batch(self, churned: bool) -> float:
+        """Seconds per call of one call on each prepared set (new values in
+        memory no call had), by this side's timer. `churned`: as many calls
+        on the timed inputs, changed between calls as when timed."""
         side = self.side
         torch, timed, spot = side.torch, side.timed_case(), self.spot
         model = timed.model
         churn = side.churn if churned and side.churn is not None and side.churn.active else None
-        count = max(1, n) if churned else len(self.sets)
+        count = len(self.sets)
+        if not count:
+            raise wire.ProtocolError("a re-measurement sample before its input sets")
         spot.reset()
         if churn is not None:
             churn.begin()
         last: list[Any] = [None]
-        now: list[Any] = [timed.inputs]
+        now: list[Any] = [None]
 
         def before(i: int) -> None:
             if i and not churned:
                 spot.offer(last[0])
             last[0] = None
-            if churned:
-                if churn is not None:
-                    churn(i)
-                [_own(torch, v) for v in timed.inputs]
-            else:
-                now[0] = None
-                now[0] = [_own(torch, v) for v in self.sets[i]]
+            if churn is not None:
+                churn(i)
+            now[0] = timed.inputs if churned else self.sets[i]
+            # Read once either way: in the caches alike, the same work outside
+            # the timer, and no memory taken from what the call's outputs get.
+            for v in now[0]:
+                if wire._type(v) is torch.Tensor and v.numel():
+                    v.sum()
 
         def call(i: int) -> None:
             last[0] = model(*now[0])
@@ -182,10 +180,3 @@ class FreshRuns:
         wire.write_frame(side.ch.data, header, tensors)
         self.spot.reset()
         return "ok"
-
-
-def _own(torch: Any, value: Any) -> Any:
-    """A copy in this process's own memory (a tensor), or the value itself."""
-    if wire._type(value) is not torch.Tensor:
-        return value
-    return value.detach().clone().requires_grad_(value.requires_grad)

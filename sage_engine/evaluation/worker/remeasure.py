@@ -36,6 +36,11 @@ from sage_engine.evaluation.worker.supervisor import decided
 SAMPLE_BYTES = 64 << 20
 # Pairs run before a ratio past the bound rejects, as a multiple of `samples`.
 EXTEND = 3
+# The worker's clock holds what each call's copy costs too, and a fresh
+# set's copy reads memory the reference wrote, the timed inputs' copy memory
+# in the caches: its bound is this much wider (measured on the suite's
+# adam_step, 16 MB of inputs a call: 1.07x by its own clock, 1.23x by the worker's).
+WORKER_CLOCK_SLACK = 1.2
 
 
 def calls_per_sample(inner: int, input_bytes: int) -> int:
@@ -72,17 +77,18 @@ class Remeasure:
         """The re-measurement's figures (`ratio` is what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
         pairs = 0
         while True:
+            self.prepare()
             order = ("churned", "fresh") if pairs % 2 == 0 else ("fresh", "churned")
             for kind in order:
                 self.fresh_sample() if kind == "fresh" else self.churned_sample()
             pairs += 1
             by_claim = ratio(self.claims["fresh"], self.claims["churned"])
             by_wall = ratio(self.walls["fresh"], self.walls["churned"])
-            worst = max(by_claim, by_wall)
+            past = by_claim > self.bound or by_wall > self.bound * WORKER_CLOCK_SLACK
             # Past the bound, more pairs before deciding: a busy moment may have
             # slowed every fresh sample so far; a kernel fast only on inputs it
             # had seen stays past it however many run.
-            if pairs >= self.samples * (EXTEND if worst > self.bound else 1):
+            if pairs >= self.samples * (EXTEND if past else 1):
                 break
         phase = self.phase
         phase.sup.command(phase.cand, "remeasure-end", phase.end)
@@ -91,21 +97,23 @@ class Remeasure:
             "calls": self.n,
             "fresh_ms": round(min(self.claims["fresh"]) * 1e3, 4),
             "churned_ms": round(min(self.claims["churned"]) * 1e3, 4),
-            "ratio": round(worst, 4),
+            "ratio": round(by_claim, 4),
             "by_own_clock": round(by_claim, 4),
             "by_worker_clock": round(by_wall, 4),
             "bound": self.bound,
             "judged": self.judged,
             "judged_skipped": self.skipped,
         }
-        if worst > self.bound:
+        if by_claim > self.bound or by_wall > self.bound * WORKER_CLOCK_SLACK:
+            worst = max(by_claim, by_wall)
             clock = "its own clock" if by_claim >= by_wall else "the worker's clock"
             raise decided(
                 "rejected",
                 f"fast only on inputs it had seen: on input sets it had never seen (new values in new memory "
                 f"every call) its calls took {worst:.2f}x as long as on the timed inputs by {clock} "
                 f"(own clock {by_claim:.2f}x, worker's {by_wall:.2f}x; an honest kernel stays within "
-                f"{self.bound:g}x): its speed comes from remembering earlier calls, not from computing",
+                f"{self.bound:g}x by its own clock, {self.bound * WORKER_CLOCK_SLACK:.2g}x by the worker's): its "
+                "speed comes from remembering earlier calls, not from computing",
                 "cheat",
                 f"fresh-input time {worst:.2f}x the timed time",
             )
@@ -119,10 +127,14 @@ class Remeasure:
         churn = statistics.median(phase.churn) if phase.churn else 0.0
         self.record("churned", text, wall, deduct=self.n * churn)
 
+    def prepare(self) -> None:
+        """A pair's input sets: made by the reference, mapped by the candidate, outside both samples."""
+        phase = self.phase
+        phase.sup.command_both(phase.ref, f"remeasure-make {self.n}", phase.cand, "remeasure-prepare", phase.end)
+
     def fresh_sample(self) -> None:
         phase = self.phase
         sup, end = phase.sup, phase.end
-        sup.command_both(phase.ref, f"remeasure-make {self.n}", phase.cand, "remeasure-prepare", end)
         text, wall = self.timed(f"rep {self.n} remeasure")
         self.record("fresh", text, wall)
         # The reference starts reading before the candidate writes (a frame larger than a pipe buffer).
