@@ -102,8 +102,9 @@ def timed_outcome(fresh_ratio):
     from sage_engine.evaluation.protocol import TimingReport, TimingStats
 
     stats = lambda ms: TimingStats(median_ms=ms, iqr_ms=0.0, mean_ms=ms, min_ms=ms, reps=10)  # noqa: E731
-    timing = TimingReport(reference=stats(4.0), candidate=stats(1.0), case={}, timer="perf_counter", fresh_ratio=fresh_ratio)
-    return Outcome(report=Report("correct", timing=timing))
+    timing = TimingReport(reference=stats(4.0), candidate=stats(1.0), case={}, timer="perf_counter")
+    checks = {} if fresh_ratio is None else {"fresh_inputs": {"ratio": fresh_ratio}}
+    return Outcome(report=Report("correct", timing=timing, checks=checks))
 
 
 def credited(outcome):

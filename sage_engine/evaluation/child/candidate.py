@@ -28,7 +28,6 @@ from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.inputs import InputReceiver
-from sage_engine.evaluation.child.remeasure import FreshRuns
 from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, resolve, versions
 from sage_engine.evaluation.child.spot import send_spot
 from sage_engine.evaluation.protocol import CandidateDone, Event, Extras, Request
@@ -58,7 +57,6 @@ class CandidateSide(Side):
         self.hook = resolve(request.candidate_hook)(request) if request.candidate_hook else None
         self.receiver = InputReceiver(self.torch, channels.shared, self.device)
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
-        self.fresh_runs = FreshRuns(self)  # the fresh-input re-measurement's sets and calls
 
     # -- stages
 
@@ -289,12 +287,8 @@ class CandidateSide(Side):
             else:
                 self.send(self.timed_case().index, "timing", correctness.as_output_list(self.last_first), None, None)
             return "ok"
-        if verb.startswith("remeasure-"):
-            return self.fresh_runs.command(verb, arg)
         if verb in ("warm", "rep"):
             try:
-                if arg.endswith((" remeasure", " remeasure-churned")):  # the fresh-input re-measurement's pairs
-                    return f"ok {self.fresh_runs.batch(churned=arg.endswith('-churned'))!r}"
                 return super().command(verb, arg)
             except Failure:
                 raise

@@ -20,7 +20,6 @@ from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.fresh import FreshChecks
 from sage_engine.evaluation.child.inputs import InputSender
 from sage_engine.evaluation.child.judge import FrameJudge
-from sage_engine.evaluation.child.remeasure import FreshSets
 from sage_engine.evaluation.child.side import Failure, Side
 from sage_engine.evaluation.protocol import (
     CaseEvent,
@@ -54,7 +53,6 @@ class ReferenceSide(Side):
             judgement=self.judgement,
         )
         self.checks = FreshChecks(self)
-        self.fresh_sets = FreshSets(self)  # the fresh-input re-measurement's sets, made here
         self.declared_at = ""  # the first declared case's input shapes, as messages name them
 
     def main(self) -> None:
@@ -286,6 +284,4 @@ class ReferenceSide(Side):
     def command(self, verb: str, arg: str) -> str:
         if verb in ("fresh", "stale", "check", "spot"):
             return self.checks.command(verb, arg)
-        if verb in ("remeasure-make", "remeasure-judge"):
-            return self.fresh_sets.command(verb, arg)
         return super().command(verb, arg)

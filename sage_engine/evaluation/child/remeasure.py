@@ -23,7 +23,6 @@ import secrets
 from typing import Any
 
 from sage_engine.evaluation.child import correctness
-from sage_engine.evaluation.child.side import Failure
 from sage_engine.evaluation.child.spot import SpotCall
 from sage_engine.evaluation.protocol import InputsShared, wire
 
@@ -31,17 +30,25 @@ TRIAL = "remeasure"
 
 
 class FreshSets:
-    """The reference's side: input sets made, placed, kept, and one call judged."""
+    """The reference's side: input sets made, placed, kept, and one call judged.
+    `failure`: the side's exception for an ended evaluation (`side.Failure`,
+    passed in: that module imports this one)."""
 
-    def __init__(self, side: Any):
-        self.side = side
+    def __init__(self, side: Any, failure: type[Exception]):
+        self.side, self.failure = side, failure
         self.sets: list[list[Any]] = []
+        self.pristine: list[list[Any]] = []  # the sets as made, where the task's forward changes its inputs
         self.made = 0  # samples made so far: each places its sets in slots of its own
 
     def command(self, verb: str, arg: str) -> str:
+        if verb == "rep":  # the reference on the same sets: what new inputs cost the task itself
+            return f"ok {timed_sets(self.side, self.sets, arg.endswith('-churned'))!r}"
         if verb == "remeasure-make":
             return self.remake(int(arg))
-        return self.judge()
+        if verb == "remeasure-judge":
+            return self.judge()
+        self.sets = self.pristine = []  # remeasure-end
+        return "ok"
 
     def remake(self, n: int) -> str:
         side = self.side
@@ -57,6 +64,8 @@ class FreshSets:
             header = sender.place(made, (TRIAL, self.made, k))
             headers.append(header if header is not None else {"fallback": "inputs that cannot be shared", "seed": seed})
             self.sets.append(made)
+        # A forward that updates its inputs changes the sets it is timed on: the judged call's are kept.
+        self.pristine = [side.clone(made) for made in self.sets] if side.judge.reference_updates else []
         if sender.placed != placed:
             side.emit.send(InputsShared(placed=sender.placed))  # the candidate maps this much more
         wire.write_frame(side.ch.inputs, {"case": timed.index, "trial": TRIAL, "sets": headers}, [])
@@ -73,13 +82,14 @@ class FreshSets:
             if not isinstance(call, int) or not 0 <= call < len(self.sets):
                 raise wire.ProtocolError(f"a re-measurement frame for call {call!r} of {len(self.sets)}")
             try:
-                ref_out = side.reference_forward(side.timed_case().model, side.on_device(side.clone(self.sets[call])))
-            except Failure:
+                inputs = (self.pristine or self.sets)[call]
+                ref_out = side.reference_forward(side.timed_case().model, side.on_device(side.clone(inputs)))
+            except self.failure:
                 wire.skip_tensors(side.ch.data, header)
                 return "ok skipped: the reference could not run those inputs"
             result, _ = side.judge.frame(header, ref_out, None, None)
-        except Failure as failure:
-            return "bad " + wire.json_text({"status": failure.status, "message": failure.message})
+        except self.failure as failure:
+            return "bad " + wire.json_text({"status": getattr(failure, "status", "rejected"), "message": str(failure)})
         except wire.ProtocolError as exc:
             return "bad " + wire.json_text({"status": "rejected", "message": f"garbled frame ({exc})"})
         if result.ok:
@@ -96,6 +106,8 @@ class FreshRuns:
         self.spot = SpotCall()
 
     def command(self, verb: str, arg: str) -> str:
+        if verb == "rep":  # `rep N remeasure` (fresh) or `rep N remeasure-churned`
+            return f"ok {self.batch(churned=arg.endswith('-churned'))!r}"
         if verb == "remeasure-prepare":
             return self.prepare()
         if verb == "remeasure-send":
@@ -124,45 +136,7 @@ class FreshRuns:
         return "ok"
 
     def batch(self, churned: bool) -> float:
-        """Seconds per call of one call on each prepared set (new values in
-        memory no call had), by this side's timer. `churned`: as many calls
-        on the timed inputs, changed between calls as when timed."""
-        side = self.side
-        torch, timed, spot = side.torch, side.timed_case(), self.spot
-        model = timed.model
-        churn = side.churn if churned and side.churn is not None and side.churn.active else None
-        count = len(self.sets)
-        if not count:
-            raise wire.ProtocolError("a re-measurement sample before its input sets")
-        spot.reset()
-        if churn is not None:
-            churn.begin()
-        last: list[Any] = [None]
-        now: list[Any] = [None]
-
-        def before(i: int) -> None:
-            if i and not churned:
-                spot.offer(last[0])
-            last[0] = None
-            if churn is not None:
-                churn(i)
-            now[0] = timed.inputs if churned else self.sets[i]
-            # Read once either way: in the caches alike, the same work outside
-            # the timer, and no memory taken from what the call's outputs get.
-            for v in now[0]:
-                if wire._type(v) is torch.Tensor and v.numel():
-                    v.sum()
-
-        def call(i: int) -> None:
-            last[0] = model(*now[0])
-
-        with torch.no_grad():
-            seconds = side.timer(call, count, before)
-        side.sync()
-        if not churned:
-            spot.offer(last[0], last=True)
-        last[0] = now[0] = None
-        return seconds
+        return timed_sets(self.side, self.sets, churned, self.spot)
 
     def send(self) -> str:
         """The kept call's outputs to the reference, which judges them on that call's inputs."""
@@ -180,3 +154,53 @@ class FreshRuns:
         wire.write_frame(side.ch.data, header, tensors)
         self.spot.reset()
         return "ok"
+
+
+def handler(side: Any, failure: type[Exception]) -> FreshSets | FreshRuns:
+    """The side's part of the re-measurement (made on its first command)."""
+    found = side.__dict__.get("_remeasure")
+    if found is None:
+        found = side.__dict__["_remeasure"] = FreshSets(side, failure) if side.role == "reference" else FreshRuns(side)
+    return found
+
+
+def timed_sets(side: Any, sets: list[list[Any]], churned: bool, spot: SpotCall | None = None) -> float:
+    """Seconds per call of one call on each set (new values in memory no
+    call had), by the side's timer; `spot` keeps one call drawn. `churned`:
+    as many calls on the timed inputs, changed between calls as when timed."""
+    torch, timed = side.torch, side.timed_case()
+    model = timed.model
+    churn = side.churn if churned and side.churn is not None and side.churn.active else None
+    if not sets:
+        raise wire.ProtocolError("a re-measurement sample before its input sets")
+    keep = spot if not churned else None
+    if keep is not None:
+        keep.reset()
+    if churn is not None:
+        churn.begin()
+    last: list[Any] = [None]
+    now: list[Any] = [None]
+
+    def before(i: int) -> None:
+        if i and keep is not None:
+            keep.offer(last[0])
+        last[0] = None
+        if churn is not None:
+            churn(i)
+        now[0] = timed.inputs if churned else sets[i]
+        # Read once either way: in the caches alike, the same work outside
+        # the timer, and no memory taken from what the call's outputs get.
+        for v in now[0]:
+            if wire._type(v) is torch.Tensor and v.numel():
+                v.sum()
+
+    def call(i: int) -> None:
+        last[0] = model(*now[0])
+
+    with torch.no_grad():
+        seconds = side.timer(call, len(sets), before)
+    side.sync()
+    if keep is not None:
+        keep.offer(last[0], last=True)
+    last[0] = now[0] = None
+    return float(seconds)

@@ -330,6 +330,10 @@ class Side:
 
     def command(self, verb: str, arg: str) -> str:
         """One timing command; returns the reply line (without newline)."""
+        if verb.startswith("remeasure-") or arg.endswith((" remeasure", " remeasure-churned")):
+            from sage_engine.evaluation.child.remeasure import handler
+
+            return handler(self, Failure).command(verb, arg)
         if verb == "nop":
             return "ok"
         if verb == "warm":

@@ -71,13 +71,12 @@ def from_outcome(
         )
         if rules is not None and outcome.report.profile is not None and fields.get("candidate_timing") is not None:
             _judge_profile(fields, outcome.report, limits, limits_note, rules)
-        timing_report = outcome.report.timing
         fields["speedup_trusted"], fields["speedup_note"] = speedup_trust(
             fields.get("speedup"),
             fields.get("profile"),
             fields.get("degenerate"),
             suspicious_speedup,
-            fresh_confirmed=timing_report is not None and timing_report.fresh_ratio is not None,
+            fresh_confirmed=fresh_ratio(outcome.report) is not None,
         )
         fields["diagnostics"] += extra
         errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
@@ -173,7 +172,7 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
         fields.update(reference_timing=ref, candidate_timing=cand)
         if timing_representative:
             speedup = timing.speedup(ref.median_ms, cand.median_ms)
-            fresh = timing_report.fresh_ratio
+            fresh = fresh_ratio(report)
             if speedup is not None and fresh is not None and fresh > 1.0:
                 # The credited speedup is the one on inputs the candidate had never seen, where lower.
                 speedup /= fresh
@@ -257,6 +256,14 @@ def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits
                 "the reference launches too (library kernels)",
             )
         )
+
+
+def fresh_ratio(report: Report) -> float | None:
+    """The candidate's time on inputs it had never seen over its timed time
+    (`worker/remeasure.py`); None where it was not re-measured."""
+    found = report.checks.get("fresh_inputs") if isinstance(report.checks, dict) else None
+    value = found.get("ratio") if isinstance(found, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def speedup_trust(

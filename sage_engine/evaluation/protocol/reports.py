@@ -87,9 +87,6 @@ class TimingReport:
     case: dict
     timer: str
     device_time_us: dict[str, Any] | None = None
-    # The candidate's median on inputs it had never seen over its timed
-    # median (`worker/remeasure.py`); None where it was not re-measured.
-    fresh_ratio: float | None = None
 
 
 @dataclass

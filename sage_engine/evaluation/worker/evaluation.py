@@ -286,10 +286,7 @@ class Evaluation:
         sup.call_limit = TIMED_CALL_FACTOR * max(self.ref_done.slowest_call, self.cand_done.slowest_call)
         start = time.perf_counter()
         try:
-            sizes = self.ref_done.sizes
-            chosen = self.ref_done.chosen
-            phase = TimingPhase(sup, ref, cand, self.req.timing, input_bytes=sizes[chosen] if chosen < len(sizes) else 0)
-            ref_s, cand_s, checks = phase.run()
+            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, self.req.timing, input_bytes=self.ref_done.timed_bytes).run()
         finally:
             self.send(TimingDone())
         elapsed = time.perf_counter() - start
@@ -301,7 +298,6 @@ class Evaluation:
             candidate=TimingStats(**timing.stats(cand_s)),
             case=self.req.task.cases[self.ref_done.chosen],
             timer=self.req.timing.timer,
-            fresh_ratio=checks["fresh_inputs"]["ratio"] if "fresh_inputs" in checks else None,
         )
 
 

@@ -41,6 +41,14 @@ EXTEND = 3
 # in the caches: its bound is this much wider (measured on the suite's
 # adam_step, 16 MB of inputs a call: 1.07x by its own clock, 1.23x by the worker's).
 WORKER_CLOCK_SLACK = 1.2
+ROLES = ("reference", "candidate")
+KINDS = ("churned", "fresh")
+# One pair's samples; every other pair runs them in reverse (ABBA).
+ORDER = (("reference", "churned"), ("candidate", "churned"), ("candidate", "fresh"), ("reference", "fresh"))
+# CPU the candidate's process may use while the reference's samples run
+# (returning from its reply and blocking again: microseconds a sample).
+IDLE_FLOOR_S = 0.005
+IDLE_SHARE = 0.02
 
 
 def calls_per_sample(inner: int, input_bytes: int) -> int:
@@ -67,76 +75,125 @@ class Remeasure:
     def __init__(self, phase: Any, input_bytes: int, samples: int, bound: float):
         self.phase, self.samples, self.bound = phase, samples, bound
         self.n = calls_per_sample(phase.inner.get("candidate", 1), input_bytes)
-        # Per call, seconds: the candidate process's claim and the worker's clock.
-        self.claims: dict[str, list[float]] = {"fresh": [], "churned": []}
-        self.walls: dict[str, list[float]] = {"fresh": [], "churned": []}
+        # Per side and kind, seconds a call: the process's claim, and the worker's clock.
+        self.claims: dict[tuple[str, str], list[float]] = {(r, k): [] for r in ROLES for k in KINDS}
+        self.walls: dict[tuple[str, str], list[float]] = {(r, k): [] for r in ROLES for k in KINDS}
         self.judged = 0
         self.skipped = 0
+        self.idle = 0.0  # candidate CPU while the reference's samples ran
+
+    def ratios(self, clock: dict[tuple[str, str], list[float]]) -> tuple[float, float, float]:
+        """(candidate's fresh/churned, reference's, the first over the second)."""
+        cand = ratio(clock["candidate", "fresh"], clock["candidate", "churned"])
+        ref = ratio(clock["reference", "fresh"], clock["reference", "churned"])
+        return cand, ref, cand / ref if ref > 0 else cand
 
     def run(self) -> dict[str, Any]:
-        """The re-measurement's figures (`ratio` is what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
+        """The re-measurement's figures (`ratio`: what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
         pairs = 0
         while True:
             self.prepare()
-            order = ("churned", "fresh") if pairs % 2 == 0 else ("fresh", "churned")
-            for kind in order:
-                self.fresh_sample() if kind == "fresh" else self.churned_sample()
+            order = ORDER if pairs % 2 == 0 else ORDER[::-1]
+            for role, kind in order:
+                self.sample(role, kind)
+            self.judge()
             pairs += 1
-            by_claim = ratio(self.claims["fresh"], self.claims["churned"])
-            by_wall = ratio(self.walls["fresh"], self.walls["churned"])
-            past = by_claim > self.bound or by_wall > self.bound * WORKER_CLOCK_SLACK
+            own, wall = self.ratios(self.claims)[2], self.ratios(self.walls)[2]
+            past = own > self.bound or wall > self.bound * WORKER_CLOCK_SLACK
             # Past the bound, more pairs before deciding: a busy moment may have
             # slowed every fresh sample so far; a kernel fast only on inputs it
             # had seen stays past it however many run.
             if pairs >= self.samples * (EXTEND if past else 1):
                 break
         phase = self.phase
-        phase.sup.command(phase.cand, "remeasure-end", phase.end)
+        phase.sup.command_both(phase.ref, "remeasure-end", phase.cand, "remeasure-end", phase.end)
+        cand, ref, own = self.ratios(self.claims)
+        wall_cand, wall_ref, wall = self.ratios(self.walls)
+        claims = self.claims
         figures = {
-            "samples": pairs,
+            "pairs": pairs,
             "calls": self.n,
-            "fresh_ms": round(min(self.claims["fresh"]) * 1e3, 4),
-            "churned_ms": round(min(self.claims["churned"]) * 1e3, 4),
-            "ratio": round(by_claim, 4),
-            "by_own_clock": round(by_claim, 4),
-            "by_worker_clock": round(by_wall, 4),
+            "candidate_ms": {k: round(min(claims["candidate", k]) * 1e3, 4) for k in KINDS},
+            "reference_ms": {k: round(min(claims["reference", k]) * 1e3, 4) for k in KINDS},
+            "ratio": round(own, 4),
+            "by_own_clock": {"candidate": round(cand, 4), "reference": round(ref, 4)},
+            "by_worker_clock": {"candidate": round(wall_cand, 4), "reference": round(wall_ref, 4), "ratio": round(wall, 4)},
             "bound": self.bound,
             "judged": self.judged,
             "judged_skipped": self.skipped,
         }
-        if by_claim > self.bound or by_wall > self.bound * WORKER_CLOCK_SLACK:
-            worst = max(by_claim, by_wall)
-            clock = "its own clock" if by_claim >= by_wall else "the worker's clock"
+        if self.idle > IDLE_FLOOR_S + IDLE_SHARE * sum(sum(v) for (r, _), v in claims.items() if r == "candidate") * self.n:
             raise decided(
                 "rejected",
-                f"fast only on inputs it had seen: on input sets it had never seen (new values in new memory "
-                f"every call) its calls took {worst:.2f}x as long as on the timed inputs by {clock} "
-                f"(own clock {by_claim:.2f}x, worker's {by_wall:.2f}x; an honest kernel stays within "
-                f"{self.bound:g}x by its own clock, {self.bound * WORKER_CLOCK_SLACK:.2g}x by the worker's): its "
-                "speed comes from remembering earlier calls, not from computing",
+                f"the candidate's process used {self.idle * 1e3:.1f} ms of CPU while the reference's calls on new inputs "
+                "ran: work left running beside another process's timing is not allowed",
                 "cheat",
-                f"fresh-input time {worst:.2f}x the timed time",
+                "CPU used while the reference was re-measured",
+            )
+        if own > self.bound or wall > self.bound * WORKER_CLOCK_SLACK:
+            worst, clock = (own, "its own clock") if own >= wall / WORKER_CLOCK_SLACK else (wall, "the worker's clock")
+            raise decided(
+                "rejected",
+                f"fast only on inputs it had seen: on input sets it had never seen (new values in new memory every "
+                f"call) its calls took {worst:.2f}x as long, against the timed inputs, as the reference's did, by {clock} "
+                f"(candidate {cand:.2f}x and reference {ref:.2f}x by their own clocks, {wall_cand:.2f}x and {wall_ref:.2f}x "
+                f"by the worker's; an honest kernel stays within {self.bound:g}x by its own clock): its speed comes from "
+                "remembering earlier calls, not from computing",
+                "cheat",
+                f"fresh-input time {worst:.2f}x the timed time, relative to the reference",
             )
         return figures
 
-    def churned_sample(self) -> None:
-        phase = self.phase
-        text, wall = self.timed(f"rep {self.n} remeasure-churned")
-        # The inputs' changes ran between these calls, inside the worker's
-        # clock: the reference's own measure of them is taken out.
-        churn = statistics.median(phase.churn) if phase.churn else 0.0
-        self.record("churned", text, wall, deduct=self.n * churn)
-
     def prepare(self) -> None:
-        """A pair's input sets: made by the reference, mapped by the candidate, outside both samples."""
+        """A pair's input sets: made by the reference, mapped by the candidate, outside every sample."""
         phase = self.phase
         phase.sup.command_both(phase.ref, f"remeasure-make {self.n}", phase.cand, "remeasure-prepare", phase.end)
 
-    def fresh_sample(self) -> None:
+    def sample(self, role: str, kind: str) -> None:
+        """One side's sample of `n` calls (`kind`: on the timed inputs, or one new set a call)."""
+        phase = self.phase
+        child = phase.ref if role == "reference" else phase.cand
+        idle0 = phase.cpu.seconds()
+        t0 = time.perf_counter()
+        text = phase.sup.command(child, f"rep {self.n} remeasure" + ("-churned" if kind == "churned" else ""), phase.end)
+        wall = time.perf_counter() - t0
+        if role == "reference":
+            self.idle += phase.cpu.seconds() - idle0
+            meddled = phase.guard.meddled()
+            if meddled:
+                raise decided(
+                    "rejected",
+                    f"while the reference process was being timed, something {meddled}: only the candidate's process could have",
+                    "cheat",
+                    f"the reference process was {meddled}",
+                )
+        else:
+            left = thread_ids(phase.cand.pid) - phase.known
+            if left:
+                raise decided(
+                    "rejected",
+                    f"a timed call of the candidate started {len(left)} thread(s) that were still running after it "
+                    "returned; work left on background threads is not allowed",
+                    "cheat",
+                    "threads left running after forward returned",
+                )
+        claimed = phase.claimed(child, text) * self.n
+        if claimed > wall:
+            if role == "candidate":
+                raise phase.misreported(
+                    f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported as {claimed * 1e3:.3f} ms"
+                )
+            claimed = wall
+        # The inputs' changes ran between churned calls, inside the worker's
+        # clock: the reference's own measure of them is taken out.
+        deduct = self.n * statistics.median(phase.churn) if kind == "churned" and phase.churn else 0.0
+        self.claims[role, kind].append(claimed / self.n)
+        self.walls[role, kind].append(max(wall - deduct, claimed) / self.n)
+
+    def judge(self) -> None:
+        """The candidate's kept call of its last fresh sample, judged by the reference."""
         phase = self.phase
         sup, end = phase.sup, phase.end
-        text, wall = self.timed(f"rep {self.n} remeasure")
-        self.record("fresh", text, wall)
         # The reference starts reading before the candidate writes (a frame larger than a pipe buffer).
         wire.write_all(phase.ref.cmd, b"remeasure-judge\n")
         sup.command(phase.cand, "remeasure-send", end)
@@ -154,31 +211,6 @@ class Remeasure:
             self.skipped += 1
         else:
             self.judged += 1
-
-    def timed(self, line: str) -> tuple[str, float]:
-        """One command to the candidate and the worker's own clock around it; threads it left running reject it."""
-        phase = self.phase
-        t0 = time.perf_counter()
-        text = phase.sup.command(phase.cand, line, phase.end)
-        wall = time.perf_counter() - t0
-        left = thread_ids(phase.cand.pid) - phase.known
-        if left:
-            raise decided(
-                "rejected",
-                f"a timed call of the candidate started {len(left)} thread(s) that were still running after it "
-                "returned; work left on background threads is not allowed",
-                "cheat",
-                "threads left running after forward returned",
-            )
-        return text, wall
-
-    def record(self, kind: str, text: str, wall: float, deduct: float = 0.0) -> None:
-        phase = self.phase
-        claimed = phase.claimed(phase.cand, text) * self.n
-        if claimed > wall:
-            raise phase.misreported(f"a batch took {wall * 1e3:.3f} ms by the worker's clock but was reported as {claimed * 1e3:.3f} ms")
-        self.claims[kind].append(claimed / self.n)
-        self.walls[kind].append(max(wall - deduct, claimed) / self.n)
 
 
 def _message(text: str) -> str:
