@@ -1,22 +1,22 @@
-"""The fresh-input re-measurement: the candidate's speedup measured where the
+"""The fresh-input re-measurement: the credited speedup measured where the
 kernel cannot shape it.
 
-After the timed samples, `samples` pairs of candidate samples of the same
-length run back to back (ABBA): one on the timed inputs as they were timed
-(changed between calls by the churn), one on input sets it has never seen,
-a new set of values in new memory for every call, made by the reference
-from secret seeds and copied in the candidate's process before the sample
-(`child/remeasure.py`). Each sample is measured twice: by the candidate
+After the timed samples, rounds of samples of the same length: each side
+on its timed inputs as they were timed (changed between calls by the
+churn), and on input sets it has never seen, a new set of values in new
+memory for every call, made by the reference from secret seeds
+(`child/remeasure.py`), in ABBA order. Each sample is measured by the
 process's timer and by the worker's own clock around the command, which
 code in the candidate's process cannot reach. One call of every fresh
-sample, drawn after it ran, is judged by the reference.
+candidate sample, drawn after it ran, is judged by the reference.
 
 Whatever a kernel remembers of the calls before (an answer keyed on the
 inputs' addresses, version counters or values, the rows a swap touched), a
-call on a new set has none of it: an honest kernel takes as long on either.
-A ratio of the fresh median to the churned one past `bound`, by either
-clock, is `rejected` ("fast only on inputs it had seen"); below it, a ratio
-above 1 is charged to the credited speedup.
+call on a new set has none of it. The candidate's fresh/churned ratio over
+the reference's (a kernel whose speed depends on its input values is slower
+on new ones whichever side runs it) past `bound`, by either clock, is
+`rejected` ("fast only on inputs it had seen"); below it, a ratio above 1
+divides the credited speedup.
 
 Standard library only (torch lives in the children).
 """
@@ -57,16 +57,17 @@ def calls_per_sample(inner: int, input_bytes: int) -> int:
 
 
 def ratio(fresh: list[float], churned: list[float]) -> float:
-    """The fastest fresh sample over the fastest churned one (1 where either
-    is empty or zero). The fastest, not the median: a loaded machine only
-    ever adds time to a sample, and a few samples' medians move with it
-    (measured: medians of five pairs 0.7-1.4x apart for an honest kernel on
-    a loaded two-core host, fastest within a few percent), while a kernel
-    fast only on inputs it had seen is slow on every fresh sample."""
-    if not fresh or not churned:
-        return 1.0
-    base = min(churned)
-    return min(fresh) / base if base > 0 else 1.0
+    """The median over rounds of each round's fresh sample over its churned
+    one (1 where there are none). Per round: the two ran back to back, so a
+    busy stretch of the machine slows both; the median: a moment that slowed
+    one sample spoils one round. A kernel fast only on inputs it had seen is
+    slow on every fresh sample."""
+    pairs = [f / c for f, c in zip(fresh, churned) if c > 0]
+    return statistics.median(pairs) if pairs else 1.0
+
+
+def relative(cand: float, ref: float) -> float:
+    return cand / ref if ref > 0 else cand
 
 
 class Remeasure:
@@ -83,10 +84,17 @@ class Remeasure:
         self.idle = 0.0  # candidate CPU while the reference's samples ran
 
     def ratios(self, clock: dict[tuple[str, str], list[float]]) -> tuple[float, float, float]:
-        """(candidate's fresh/churned, reference's, the first over the second)."""
+        """(candidate's fresh/churned, reference's, the median over rounds of the first over the second)."""
         cand = ratio(clock["candidate", "fresh"], clock["candidate", "churned"])
         ref = ratio(clock["reference", "fresh"], clock["reference", "churned"])
-        return cand, ref, cand / ref if ref > 0 else cand
+        rounds = [
+            relative(cf / cc, rf / rc)
+            for cf, cc, rf, rc in zip(
+                clock["candidate", "fresh"], clock["candidate", "churned"], clock["reference", "fresh"], clock["reference", "churned"]
+            )
+            if cc > 0 and rc > 0
+        ]
+        return cand, ref, statistics.median(rounds) if rounds else 1.0
 
     def run(self) -> dict[str, Any]:
         """The re-measurement's figures (`ratio`: what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
@@ -113,8 +121,8 @@ class Remeasure:
         figures = {
             "pairs": pairs,
             "calls": self.n,
-            "candidate_ms": {k: round(min(claims["candidate", k]) * 1e3, 4) for k in KINDS},
-            "reference_ms": {k: round(min(claims["reference", k]) * 1e3, 4) for k in KINDS},
+            "candidate_ms": {k: round(statistics.median(claims["candidate", k]) * 1e3, 4) for k in KINDS},
+            "reference_ms": {k: round(statistics.median(claims["reference", k]) * 1e3, 4) for k in KINDS},
             "ratio": round(own, 4),
             "by_own_clock": {"candidate": round(cand, 4), "reference": round(ref, 4)},
             "by_worker_clock": {"candidate": round(wall_cand, 4), "reference": round(wall_ref, 4), "ratio": round(wall, 4)},

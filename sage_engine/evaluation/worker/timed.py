@@ -9,6 +9,7 @@ candidate process must be idle: CPU it uses while the reference runs or the
 worker waits is work it left running (background threads or processes) and
 rejects it. One sample, at a position the candidate cannot know, runs on
 fresh inputs (a new secret seed) whose output the reference process checks.
+After the samples, the fresh-input re-measurement (`remeasure.py`).
 """
 
 from __future__ import annotations
