@@ -84,3 +84,7 @@ def send_spot(side: Any) -> None:
         wire.write_frame(side.ch.data, header, tensors)
     finally:
         redo()
+        # Freed here, not when the next batch begins: the kept outputs' memory
+        # would otherwise go back inside the next sample's command, CPU only the
+        # candidate's side spends there (the clock check compares the two sides').
+        spot.reset()

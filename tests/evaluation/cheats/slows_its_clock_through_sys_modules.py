@@ -1,7 +1,7 @@
 """Reaches the harness's timing module through the interpreter's module
 table (an attribute name built at run time, which no static check can read)
-and replaces the clock its process times calls with by one that runs 8%
-slow: every batch is reported 8% shorter than it took, below the bound the
+and replaces the clock its process times calls with by one that runs 12%
+slow: every batch is reported 12% shorter than it took, below the bound the
 worker's clock used to allow (0.3 ms or 5% a batch). The kernel itself is
 the honest product.
 
@@ -20,7 +20,7 @@ _start = _real()
 
 
 def _slow():
-    return _start + (_real() - _start) * 0.92
+    return _start + (_real() - _start) * 0.88
 
 
 _table = getattr(sys, "".join(["mod", "ules"]))
