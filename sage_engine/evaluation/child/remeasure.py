@@ -7,8 +7,9 @@ for every call, so no memo of earlier calls can answer them.
   earlier call used (new addresses in the candidate's process too), sending
   their headers in one frame; after the sample it judges the call the
   candidate kept (`judge`) against its own forward on that call's inputs.
-- The candidate (`FreshRuns`) maps the sets outside any timed interval
-  (`prepare`), times one call per set (`batch`; each set read once right
+- The candidate (`FreshRuns`) copies the sets into memory of its own outside
+  any timed interval (`prepare`; held for the round, as the reference holds
+  the sets it made), times one call per set (`batch`; each set read once right
   before its call, outside the timed interval, as the timed inputs are
   read before theirs in the other sample of the pair), keeps one call drawn
   as a spot check draws it, and sends that call's outputs (`send`).
@@ -127,11 +128,10 @@ class FreshRuns:
             for entry in sets:
                 if not isinstance(entry, dict):
                     raise wire.ProtocolError("a re-measurement set that is not described")
-                values = side.header_values(timed.module, entry)
-                for v in values:
-                    if wire._type(v) is side.torch.Tensor and v.numel():
-                        v.sum()  # its pages mapped here, not inside a timed call
-                self.sets.append(values)
+                # Copied into this process's own memory, as the reference holds the
+                # sets it made in its own: shared pages read slower for some
+                # kernels (a fused C++ SwiGLU read 2-3x), which is no cheat.
+                self.sets.append([_own(side.torch, v) for v in side.header_values(timed.module, entry)])
         side.sync()
         return "ok"
 
@@ -204,3 +204,10 @@ def timed_sets(side: Any, sets: list[list[Any]], churned: bool, spot: SpotCall |
         keep.offer(last[0], last=True)
     last[0] = now[0] = None
     return float(seconds)
+
+
+def _own(torch: Any, value: Any) -> Any:
+    """A copy in this process's own memory (a tensor), or the value itself."""
+    if wire._type(value) is not torch.Tensor:
+        return value
+    return value.detach().clone().requires_grad_(value.requires_grad)

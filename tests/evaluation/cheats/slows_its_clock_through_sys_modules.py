@@ -1,9 +1,10 @@
 """Reaches the harness's timing module through the interpreter's module
 table (an attribute name built at run time, which no static check can read)
-and replaces the clock its process times calls with by one that runs 12%
-slow: every batch is reported 12% shorter than it took, below the bound the
-worker's clock used to allow (0.3 ms or 5% a batch). The kernel itself is
-the honest product.
+and replaces the clock its process times calls with by one that runs 16%
+slow: every batch is reported 16% shorter than it took, which the bound the
+worker's clock used to allow (0.3 ms or 5% a batch, against the largest
+CPU gap of the reference's) let through. The kernel itself is the honest
+product.
 
 task: matmul
 expect: rejected
@@ -20,7 +21,7 @@ _start = _real()
 
 
 def _slow():
-    return _start + (_real() - _start) * 0.88
+    return _start + (_real() - _start) * 0.84
 
 
 _table = getattr(sys, "".join(["mod", "ules"]))
