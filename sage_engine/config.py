@@ -131,7 +131,7 @@ class Config:
     # The bound is set from the bundled suite's honest solutions
     # (docs/evaluation.md).
     fresh_samples: int = 5
-    fresh_bound: float = 1.3
+    fresh_bound: float = 2.0
     # The seed of every evaluation's inputs; None draws one per evaluation
     # (recorded in the result: `sage bench --seed N` reproduces a run).
     eval_seed: int | None = None

@@ -149,7 +149,7 @@ class VerdictOptions:
     # input sets it has never seen (new values, new memory, every call); and
     # how far the candidate's ratio of the two may pass the reference's.
     fresh_samples: int = 5
-    fresh_bound: float = 1.3
+    fresh_bound: float = 2.0
 
 
 @dataclass(frozen=True)
