@@ -64,7 +64,7 @@ class FreshSets:
             made = side.make_inputs(timed.index, timed.module, seed)
             header = sender.place(made, (TRIAL, self.made, k))
             headers.append(header if header is not None else {"fallback": "inputs that cannot be shared", "seed": seed})
-            self.sets.append(made)
+            self.sets.append(side.on_device(made))  # a set built on the host is timed where the calls run
         # A forward that updates its inputs changes the sets it is timed on: the judged call's are kept.
         self.pristine = [side.clone(made) for made in self.sets] if side.judge.reference_updates else []
         if sender.placed != placed:

@@ -31,19 +31,18 @@ from sage_engine.evaluation.protocol import wire
 from sage_engine.evaluation.worker.guards import thread_ids
 from sage_engine.evaluation.worker.supervisor import decided
 
-# Input bytes one fresh sample copies, at most: its calls are fewer where the
-# timed case's inputs are large (one call, at least).
+# Input bytes of one round's sets, at most: its samples have fewer calls
+# where the timed case's inputs are large (one call, at least).
 SAMPLE_BYTES = 64 << 20
-# Pairs run before a ratio past the bound rejects, as a multiple of `samples`.
+# Rounds run before a ratio past the bound rejects, as a multiple of `samples`.
 EXTEND = 3
-# The worker's clock holds what each call's copy costs too, and a fresh
-# set's copy reads memory the reference wrote, the timed inputs' copy memory
-# in the caches: its bound is this much wider (measured on the suite's
-# adam_step, 16 MB of inputs a call: 1.07x by its own clock, 1.23x by the worker's).
+# The worker's clock holds what happens around the calls too (reading each
+# call's inputs before it, the command's round trip), which differs between
+# the two kinds of sample more than the calls do: its bound is this much wider.
 WORKER_CLOCK_SLACK = 1.2
 ROLES = ("reference", "candidate")
 KINDS = ("churned", "fresh")
-# One pair's samples; every other pair runs them in reverse (ABBA).
+# One round's samples; every other round runs them in reverse (ABBA).
 ORDER = (("reference", "churned"), ("candidate", "churned"), ("candidate", "fresh"), ("reference", "fresh"))
 # CPU the candidate's process may use while the reference's samples run
 # (returning from its reply and blocking again: microseconds a sample).
@@ -52,7 +51,7 @@ IDLE_SHARE = 0.02
 
 
 def calls_per_sample(inner: int, input_bytes: int) -> int:
-    """Calls in each sample of a pair: the timed samples' count, as far as the byte cap allows."""
+    """Calls in each sample of a round: the timed samples' count, as far as the byte cap allows."""
     return max(1, min(inner, SAMPLE_BYTES // max(1, input_bytes)))
 
 
@@ -71,7 +70,7 @@ def relative(cand: float, ref: float) -> float:
 
 
 class Remeasure:
-    """Runs the pairs on a `TimingPhase`'s children and decides."""
+    """Runs the rounds on a `TimingPhase`'s children and decides."""
 
     def __init__(self, phase: Any, input_bytes: int, samples: int, bound: float):
         self.phase, self.samples, self.bound = phase, samples, bound
@@ -98,20 +97,20 @@ class Remeasure:
 
     def run(self) -> dict[str, Any]:
         """The re-measurement's figures (`ratio`: what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
-        pairs = 0
+        rounds = 0
         while True:
             self.prepare()
-            order = ORDER if pairs % 2 == 0 else ORDER[::-1]
+            order = ORDER if rounds % 2 == 0 else ORDER[::-1]
             for role, kind in order:
                 self.sample(role, kind)
             self.judge()
-            pairs += 1
+            rounds += 1
             own, wall = self.ratios(self.claims)[2], self.ratios(self.walls)[2]
             past = own > self.bound or wall > self.bound * WORKER_CLOCK_SLACK
-            # Past the bound, more pairs before deciding: a busy moment may have
+            # Past the bound, more rounds before deciding: a busy moment may have
             # slowed every fresh sample so far; a kernel fast only on inputs it
             # had seen stays past it however many run.
-            if pairs >= self.samples * (EXTEND if past else 1):
+            if rounds >= self.samples * (EXTEND if past else 1):
                 break
         phase = self.phase
         phase.sup.command_both(phase.ref, "remeasure-end", phase.cand, "remeasure-end", phase.end)
@@ -119,7 +118,7 @@ class Remeasure:
         wall_cand, wall_ref, wall = self.ratios(self.walls)
         claims = self.claims
         figures = {
-            "pairs": pairs,
+            "rounds": rounds,
             "calls": self.n,
             "candidate_ms": {k: round(statistics.median(claims["candidate", k]) * 1e3, 4) for k in KINDS},
             "reference_ms": {k: round(statistics.median(claims["reference", k]) * 1e3, 4) for k in KINDS},
@@ -153,7 +152,7 @@ class Remeasure:
         return figures
 
     def prepare(self) -> None:
-        """A pair's input sets: made by the reference, mapped by the candidate, outside every sample."""
+        """A round's input sets: made by the reference, copied by the candidate, outside every sample."""
         phase = self.phase
         phase.sup.command_both(phase.ref, f"remeasure-make {self.n}", phase.cand, "remeasure-prepare", phase.end)
 
