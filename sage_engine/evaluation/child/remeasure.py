@@ -38,7 +38,7 @@ class FreshSets:
     def __init__(self, side: Any, failure: type[Exception]):
         self.side, self.failure = side, failure
         self.sets: list[list[Any]] = []
-        self.pristine: list[list[Any]] = []  # the sets as made, where the task's forward changes its inputs
+        self.pristine: list[list[Any]] = []  # the sets as made (a forward may change its inputs)
         self.made = 0  # samples made so far: each places its sets in slots of its own
 
     def command(self, verb: str, arg: str) -> str:
@@ -65,8 +65,9 @@ class FreshSets:
             header = sender.place(made, (TRIAL, self.made, k))
             headers.append(header if header is not None else {"fallback": "inputs that cannot be shared", "seed": seed})
             self.sets.append(side.on_device(made))  # a set built on the host is timed where the calls run
-        # A forward that updates its inputs changes the sets it is timed on: the judged call's are kept.
-        self.pristine = [side.clone(made) for made in self.sets] if side.judge.reference_updates else []
+        # A forward that updates its inputs (inside a list too) changes the sets
+        # it is timed on: the judged call's are kept as made.
+        self.pristine = [[_deep_copy(side.torch, v) for v in made] for made in self.sets]
         if sender.placed != placed:
             side.emit.send(InputsShared(placed=sender.placed))  # the candidate maps this much more
         wire.write_frame(side.ch.inputs, {"case": timed.index, "trial": TRIAL, "sets": headers}, [])
@@ -83,8 +84,8 @@ class FreshSets:
             if not isinstance(call, int) or not 0 <= call < len(self.sets):
                 raise wire.ProtocolError(f"a re-measurement frame for call {call!r} of {len(self.sets)}")
             try:
-                inputs = (self.pristine or self.sets)[call]
-                ref_out = side.reference_forward(side.timed_case().model, side.on_device(side.clone(inputs)))
+                inputs = [_deep_copy(side.torch, v) for v in self.pristine[call]]
+                ref_out = side.reference_forward(side.timed_case().model, side.on_device(inputs))
             except self.failure:
                 wire.skip_tensors(side.ch.data, header)
                 return "ok skipped: the reference could not run those inputs"
@@ -211,3 +212,12 @@ def _own(torch: Any, value: Any) -> Any:
     if wire._type(value) is not torch.Tensor:
         return value
     return value.detach().clone().requires_grad_(value.requires_grad)
+
+
+def _deep_copy(torch: Any, value: Any) -> Any:
+    """A copy of a value whose tensors (inside lists and tuples too) are copies."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_deep_copy(torch, v) for v in value)
+    return value
