@@ -103,7 +103,7 @@ def timed_outcome(fresh_ratio):
 
     stats = lambda ms: TimingStats(median_ms=ms, iqr_ms=0.0, mean_ms=ms, min_ms=ms, reps=10)  # noqa: E731
     timing = TimingReport(reference=stats(4.0), candidate=stats(1.0), case={}, timer="perf_counter")
-    checks = {} if fresh_ratio is None else {"fresh_inputs": {"ratio": fresh_ratio}}
+    checks = {} if fresh_ratio is None else {"fresh_inputs": {"ratio": fresh_ratio, "credited": fresh_ratio}}
     return Outcome(report=Report("correct", timing=timing, checks=checks))
 
 

@@ -259,10 +259,11 @@ def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits
 
 
 def fresh_ratio(report: Report) -> float | None:
-    """The candidate's time on inputs it had never seen over its timed time
-    (`worker/remeasure.py`); None where it was not re-measured."""
+    """What the speedup is divided by: the candidate's time on inputs it had
+    never seen over its timed time, relative to the reference's, where past
+    noise (`worker/remeasure.py`); None where it was not re-measured."""
     found = report.checks.get("fresh_inputs") if isinstance(report.checks, dict) else None
-    value = found.get("ratio") if isinstance(found, dict) else None
+    value = found.get("credited") if isinstance(found, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
 
 

@@ -40,6 +40,9 @@ EXTEND = 3
 # call's inputs before it, the command's round trip), which differs between
 # the two kinds of sample more than the calls do: its bound is this much wider.
 WORKER_CLOCK_SLACK = 1.2
+# Honest ratios on the bundled suite reach 1.29 by a loaded machine's noise
+# alone: a smaller one is not charged to the credited speedup.
+CREDIT_NOISE = 1.3
 ROLES = ("reference", "candidate")
 KINDS = ("churned", "fresh")
 # One round's samples; every other round runs them in reverse (ABBA).
@@ -123,6 +126,7 @@ class Remeasure:
             "candidate_ms": {k: round(statistics.median(claims["candidate", k]) * 1e3, 4) for k in KINDS},
             "reference_ms": {k: round(statistics.median(claims["reference", k]) * 1e3, 4) for k in KINDS},
             "ratio": round(own, 4),
+            "credited": round(own, 4) if own > CREDIT_NOISE else 1.0,  # what the speedup is divided by
             "by_own_clock": {"candidate": round(cand, 4), "reference": round(ref, 4)},
             "by_worker_clock": {"candidate": round(wall_cand, 4), "reference": round(wall_ref, 4), "ratio": round(wall, 4)},
             "bound": self.bound,
