@@ -123,6 +123,16 @@ class Config:
     # One call drawn from inside every timed sample judged by the reference
     # (a kernel that computes only the calls a check could see is caught).
     spot_checks: bool = True
+    # Rounds of samples after timing, each side on its timed inputs and on
+    # input sets it has never seen (new values in new memory every call), by
+    # each process's clock and the worker's: a speedup that comes from
+    # remembering earlier calls is gone on the new sets. A candidate whose
+    # fresh/timed ratio is past `fresh_bound` times the reference's is
+    # rejected; below it the credited speedup is the fresh one where lower.
+    # The bound is set from the bundled suite's honest solutions
+    # (docs/evaluation.md).
+    fresh_samples: int = 5
+    fresh_bound: float = 2.0
     # The seed of every evaluation's inputs; None draws one per evaluation
     # (recorded in the result: `sage bench --seed N` reproduces a run).
     eval_seed: int | None = None

@@ -308,3 +308,14 @@ def test_leftover_folders_are_removed_only_when_their_owner_is_dead(tmp_path):
     removed = {Path(p).name for p in sweep_leftovers(str(tmp_path))}
     assert removed == {names["dead owner"], names["recycled pid"]}
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(set(names.values()) - removed)
+
+
+def test_the_measured_limits_the_physics_floor_uses_are_hidden_wherever_the_cache_is(tmp_path):
+    from sage_engine.evaluation.host.calibration import FOLDER
+    from sage_engine.evaluation.host.launch import sandboxing_for
+    from tests.evaluation.support import fast_config
+
+    # A cache dir outside any home: nothing else would cover it.
+    cache = tmp_path / "cache"
+    sandboxing = sandboxing_for(fast_config(cache), confine.probe("auto", "bwrap"))
+    assert str((cache / FOLDER).resolve()) in sandboxing.hidden_dirs

@@ -71,8 +71,8 @@ def test_a_speedup_is_trusted_only_where_nothing_says_it_cannot_be():
     from sage_engine.evaluation.host.results import speedup_trust
     from sage_engine.models import Profile
 
-    def trust(speedup, profile=None, degenerate=None):
-        return speedup_trust(speedup, profile, degenerate, 20.0)
+    def trust(speedup, profile=None, degenerate=None, fresh=True):
+        return speedup_trust(speedup, profile, degenerate, 20.0, fresh_confirmed=fresh)
 
     assert trust(None) == (None, None)
     assert trust(3.0) == (True, None)
@@ -85,3 +85,33 @@ def test_a_speedup_is_trusted_only_where_nothing_says_it_cannot_be():
     assert trusted is False and "skipped reading inputs" in why
     trusted, why = trust(3.0, degenerate="the output was the same for all 3 input sets")
     assert trusted is False and "a constant passes" in why
+
+
+def test_a_speedup_past_the_suspicious_one_needs_the_fresh_input_re_measurement_too():
+    from sage_engine.evaluation.host.results import speedup_trust
+    from sage_engine.models import Profile
+
+    moved_its_bytes = Profile(source="cpu-ops", bytes=1 << 20, peak_gbps=20.0)
+    trusted, why = speedup_trust(45.0, moved_its_bytes, None, 20.0)
+    assert trusted is False and "not re-measured on inputs the candidate had never seen" in why
+    assert speedup_trust(45.0, moved_its_bytes, None, 20.0, fresh_confirmed=True) == (True, None)
+    assert speedup_trust(3.0, None, None, 20.0) == (True, None)  # below it the timed medians stand
+
+
+def timed_outcome(fresh_ratio):
+    from sage_engine.evaluation.protocol import TimingReport, TimingStats
+
+    stats = lambda ms: TimingStats(median_ms=ms, iqr_ms=0.0, mean_ms=ms, min_ms=ms, reps=10)  # noqa: E731
+    timing = TimingReport(reference=stats(4.0), candidate=stats(1.0), case={}, timer="perf_counter")
+    checks = {} if fresh_ratio is None else {"fresh_inputs": {"ratio": fresh_ratio, "credited": fresh_ratio}}
+    return Outcome(report=Report("correct", timing=timing, checks=checks))
+
+
+def credited(outcome):
+    return from_outcome(outcome, base=BASE, timeout_s=5, max_tasks=128, timing_representative=True, suspicious_speedup=20.0).speedup
+
+
+def test_the_credited_speedup_is_the_fresh_input_one_where_that_is_lower():
+    assert credited(timed_outcome(None)) == 4.0
+    assert credited(timed_outcome(1.25)) == 3.2
+    assert credited(timed_outcome(0.9)) == 4.0  # faster on new inputs: the timed medians stand

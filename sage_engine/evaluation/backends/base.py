@@ -284,6 +284,8 @@ class SandboxBackend(Backend):
                 stale_changes=c.stale_changes,
                 churn_swaps=c.churn_swaps,
                 spot_checks=c.spot_checks,
+                fresh_samples=c.fresh_samples,
+                fresh_bound=c.fresh_bound,
             ),
         )
 

@@ -50,6 +50,13 @@ try:
 except ImportError:  # a torch without it: FLOPs are not counted
     flop_registry = None
 
+# Ops that do matrix work where torch's formulas are silent: the CPU's
+# attention kernels (torch counts only the accelerators' ones), each op
+# name with its count from the arguments (`_attention_flops`).
+EXTRA_FLOP_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_fused_attention_overrideable")
+# An op whose name says matrix work: where one ran and nothing was counted, the result says so.
+MATRIX_OP_HINT = ("attention", "convolution", "conv_", "mm", "matmul", "linear", "einsum", "gemm", "bilinear")
+
 # Ops that allocate or re-view memory without touching its values: no kernel runs.
 NO_DATA_OPS = frozenset(
     {
@@ -119,6 +126,7 @@ def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
         last[0] = model(*values)
 
     matrix_work = True
+    silent: list[str] = []
     if side.device.type == "npu":
         from sage_engine.evaluation.child.device import npu_op_profile
 
@@ -126,11 +134,13 @@ def profile_kernels(side: Any, calls: int) -> dict[str, Any]:
             found = npu_op_profile(call, calls)
     else:
         found, names = torch_profile(side, call, calls)
-        # No op torch has a FLOP formula for ran: the counting call would count nothing.
-        matrix_work = flop_registry is not None and not names.isdisjoint(getattr(k, "_qualified_op_name", "") for k in flop_registry)
+        counted = set(EXTRA_FLOP_OPS) | {getattr(k, "_qualified_op_name", "") for k in flop_registry or ()}
+        # No op with a FLOP formula ran: the counting call would count nothing.
+        matrix_work = flop_registry is not None and not names.isdisjoint(counted)
+        silent = sorted(n for n in names if n not in counted and any(h in n.lower() for h in MATRIX_OP_HINT))
     reply: dict[str, Any] = {"side": vars(found) | {"kernels": [vars(k) for k in found.kernels]}}
     if side.role == "reference":
-        reply["work"] = vars(measure_work(side, model, values, last[0], count_flops=matrix_work))
+        reply["work"] = vars(measure_work(side, model, values, last[0], count_flops=matrix_work, silent=silent))
     return reply
 
 
@@ -291,7 +301,7 @@ def quiet_output() -> Iterator[None]:
 # ------------------------------------------------------------------ the work
 
 
-def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True) -> Work:
+def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True, silent: list[str] = ()) -> Work:
     """Bytes of the distinct input and output tensors of one call (`out`: its
     outputs), and the FLOPs torch's formulas count in one more call, per
     dtype, where an op they count ran. Run on the reference only."""
@@ -309,6 +319,8 @@ def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_fl
             flops = {k: float(v) for k, v in counter.flops.items() if v}
         except Exception as exc:  # noqa: BLE001 - a reference that cannot run under the counter
             note = f"FLOPs not counted: {type(exc).__name__}: {exc}"
+    if not flops and not note and silent:
+        note = f"FLOPs not counted: torch has no formula here for {', '.join(silent[:3])}"
     outputs = correctness.as_output_list(out)
     unused = unused_inputs(model, values, outputs)
     if unused:
@@ -395,10 +407,21 @@ def flop_counter() -> Any:
                     return decomposed
             out = func(*args, **kwargs)
             formula = flop_registry.get(packet)
+            first = next((a for a in args if isinstance(a, torch.Tensor)), None)
+            dtype = str(first.dtype).replace("torch.", "") if first is not None else "unknown"
             if formula is not None:
-                first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-                dtype = str(first.dtype).replace("torch.", "") if first is not None else "unknown"
                 self.flops[dtype] += float(formula(*args, **kwargs, out_val=out))
+            elif getattr(packet, "_qualified_op_name", "") in EXTRA_FLOP_OPS:
+                self.flops[dtype] += _attention_flops(args)
             return out
 
     return FlopCount()
+
+
+def _attention_flops(args: Any) -> float:
+    """FLOPs of one attention call from its query, key and value (the first
+    three arguments): torch's own formula for the accelerators' kernels."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    q, k, v = args[0], args[1], args[2]
+    return float(sdpa_flop_count(tuple(q.shape), tuple(k.shape), tuple(v.shape)))

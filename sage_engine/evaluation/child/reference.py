@@ -20,7 +20,7 @@ from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.fresh import FreshChecks
 from sage_engine.evaluation.child.inputs import InputSender
 from sage_engine.evaluation.child.judge import FrameJudge
-from sage_engine.evaluation.child.side import Failure, Side
+from sage_engine.evaluation.child.side import Failure, Side, input_bytes
 from sage_engine.evaluation.protocol import (
     CaseEvent,
     CaseResult,
@@ -158,7 +158,7 @@ class ReferenceSide(Side):
                 f"the reference's output was the same for all {self.trials} input sets of case {index + 1} (within tolerance)"
             )
         self.declared_at = self.declared_at or changes.shapes(values)
-        self.sizes.append(self.input_bytes(values))
+        self.sizes.append(input_bytes(self.torch, values))
         self.keep_largest(index, module, model, values)
         return True
 

@@ -67,6 +67,11 @@ class Emitter:
         self.send(ProgressEvent(done, total, message))
 
 
+def input_bytes(torch: Any, values: list[Any]) -> int:
+    """Bytes the inputs hold (a sparse tensor's stored parts, not the dense size it describes)."""
+    return sum(c.numel() * c.element_size() for v in values if isinstance(v, torch.Tensor) for c in guards.components(v))
+
+
 class Failure(Exception):
     """Ends an evaluation with a status (raised by either side's helpers)."""
 
@@ -276,12 +281,8 @@ class Side:
             # kernel left on a side stream is part of its time.
             getattr(self.torch, self.device.type).synchronize()
 
-    def input_bytes(self, values: list[Any]) -> int:
-        """Bytes the inputs hold (a sparse tensor's stored parts, not the dense size it describes)."""
-        return sum(c.numel() * c.element_size() for v in values if isinstance(v, self.torch.Tensor) for c in guards.components(v))
-
     def keep_largest(self, index: int, module: types.ModuleType, model: Any, values: list[Any]) -> None:
-        size = self.input_bytes(values)
+        size = input_bytes(self.torch, values)
         if self.timed is None or size > self.timed.bytes:
             self.timed = Timed(index, size, module, model, values)
 
@@ -339,6 +340,10 @@ class Side:
 
     def command(self, verb: str, arg: str) -> str:
         """One timing command; returns the reply line (without newline)."""
+        if verb.startswith("remeasure-") or arg.endswith((" remeasure", " remeasure-churned")):
+            from sage_engine.evaluation.child.remeasure import handler
+
+            return handler(self, Failure).command(verb, arg)
         if verb == "nop":
             return "ok"
         if verb == "warm":

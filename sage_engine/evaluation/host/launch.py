@@ -20,7 +20,7 @@ from pathlib import Path
 from platformdirs import user_config_dir
 
 from sage_engine.config import Config
-from sage_engine.evaluation.host import confine
+from sage_engine.evaluation.host import calibration, confine
 from sage_engine.evaluation.common.processes import child_environment, stat_fields
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the sage_engine package
@@ -131,6 +131,12 @@ class Sandboxing:
 def sandboxing_for(config: Config, confinement: confine.Confinement) -> Sandboxing:
     """What every sandbox of this config hides and lets through."""
     extra = [p for p in config.sandbox_hide.split(os.pathsep) if p.strip()] + confine.socket_dirs(config.db_url)
+    # The measured limits the physics floor is judged by: a kernel that read
+    # them could pace itself to just above the floor. Made now, so one
+    # measured later is covered too.
+    limits_dir = config.cache_dir / calibration.FOLDER
+    limits_dir.mkdir(parents=True, exist_ok=True)
+    extra.append(str(limits_dir))
     dirs, files = confine.hidden_for(config.db_path, config.home_dir, user_config_dir("sage", appauthor=False), extra)
     readable = []
     for sub in CACHE_READABLE:

@@ -72,7 +72,11 @@ def from_outcome(
         if rules is not None and outcome.report.profile is not None and fields.get("candidate_timing") is not None:
             _judge_profile(fields, outcome.report, limits, limits_note, rules)
         fields["speedup_trusted"], fields["speedup_note"] = speedup_trust(
-            fields.get("speedup"), fields.get("profile"), fields.get("degenerate"), suspicious_speedup
+            fields.get("speedup"),
+            fields.get("profile"),
+            fields.get("degenerate"),
+            suspicious_speedup,
+            fresh_confirmed=fresh_ratio(outcome.report) is not None,
         )
         fields["diagnostics"] += extra
         errors_abs = [c.max_abs_error for c in cases if c.max_abs_error is not None]
@@ -168,6 +172,10 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
         fields.update(reference_timing=ref, candidate_timing=cand)
         if timing_representative:
             speedup = timing.speedup(ref.median_ms, cand.median_ms)
+            fresh = fresh_ratio(report)
+            if speedup is not None and fresh is not None and fresh > 1.0:
+                # The credited speedup is the one on inputs the candidate had never seen, where lower.
+                speedup /= fresh
             fields["speedup"] = speedup
             if speedup is not None and speedup > suspicious_speedup:
                 fields["suspicious_speedup"] = True
@@ -250,10 +258,22 @@ def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits
         )
 
 
+def fresh_ratio(report: Report) -> float | None:
+    """What the speedup is divided by: the candidate's time on inputs it had
+    never seen over its timed time, relative to the reference's, where past
+    noise (`worker/remeasure.py`); None where it was not re-measured."""
+    found = report.checks.get("fresh_inputs") if isinstance(report.checks, dict) else None
+    value = found.get("credited") if isinstance(found, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def speedup_trust(
-    speedup: float | None, profile: Profile | None, degenerate: str | None, suspicious_speedup: float
+    speedup: float | None, profile: Profile | None, degenerate: str | None, suspicious_speedup: float, *, fresh_confirmed: bool = False
 ) -> tuple[bool | None, str | None]:
-    """(trusted, why not) for a speedup; (None, None) where there is none."""
+    """(trusted, why not) for a speedup; (None, None) where there is none.
+    Past `suspicious_speedup` only a re-measurement on inputs the candidate
+    had never seen (`fresh_confirmed`) and a measured bandwidth together
+    vouch for it: a time at the bandwidth floor is a target a paced memo can hit."""
     if speedup is None:
         return None, None
     if degenerate:
@@ -264,6 +284,11 @@ def speedup_trust(
     if profile is not None and profile.impossible:
         return False, f"unverified: the candidate skipped reading inputs ({profile.impossible})"
     if speedup > suspicious_speedup:
+        if not fresh_confirmed:
+            return False, (
+                f"unverified: {speedup:.1f}x is past {suspicious_speedup:g}x and it was not re-measured on inputs "
+                "the candidate had never seen"
+            )
         confirmed = profile is not None and profile.peak_gbps is not None and profile.bytes
         if not confirmed:
             return False, (

@@ -102,6 +102,11 @@ class ReferenceDone(Event):
     inputs: dict[str, Any] = field(default_factory=dict)  # how they crossed: via, shared_bytes, pipe_bytes, on_device
     judgement: Judgement = field(default_factory=Judgement)
 
+    @property
+    def timed_bytes(self) -> int:
+        """The timed case's input bytes (0 where not said)."""
+        return self.sizes[self.chosen] if 0 <= self.chosen < len(self.sizes) else 0
+
 
 @dataclass
 class CandidateDone(Event):

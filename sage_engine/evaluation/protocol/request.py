@@ -173,6 +173,11 @@ class VerdictOptions:
     churn_swaps: int = 2
     # One call drawn from inside every timed sample, judged by the reference.
     spot_checks: bool = True
+    # Rounds of samples after timing, each side on its timed inputs and on
+    # input sets it has never seen (new values, new memory, every call); and
+    # how far the candidate's ratio of the two may pass the reference's.
+    fresh_samples: int = 5
+    fresh_bound: float = 2.0
 
 
 @dataclass(frozen=True)

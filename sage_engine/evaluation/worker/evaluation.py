@@ -286,7 +286,7 @@ class Evaluation:
         sup.call_limit = TIMED_CALL_FACTOR * max(self.ref_done.slowest_call, self.cand_done.slowest_call)
         start = time.perf_counter()
         try:
-            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, self.req.timing).run()
+            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, self.req.timing, input_bytes=self.ref_done.timed_bytes).run()
         finally:
             self.send(TimingDone())
         elapsed = time.perf_counter() - start

@@ -1,0 +1,35 @@
+"""An incremental kernel: keeps copies of the inputs of its last call and
+its output, finds which elements changed since (a read of the inputs), and
+recomputes in place only the output rows a changed element of `a` feeds and
+the columns a changed element of `b` feeds. Between timed calls the churn
+swaps a few elements, so a timed call redoes a few rows and columns: right,
+and far cheaper than the product. Every input set it has never seen
+changes every element: all of it is recomputed.
+
+task: matmul_512
+expect: rejected
+"""
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = self.b = self.out = None
+
+    def forward(self, a, b):
+        if self.out is not None and self.a.shape == a.shape and self.b.shape == b.shape:
+            rows = torch.nonzero((a != self.a).any(dim=1)).flatten()
+            cols = torch.nonzero((b != self.b).any(dim=0)).flatten()
+            if rows.numel() <= a.shape[0] // 4 and cols.numel() <= b.shape[1] // 4:
+                if rows.numel():
+                    self.a[rows] = a[rows]
+                    self.out[rows] = torch.matmul(a[rows], b)
+                if cols.numel():
+                    self.b[:, cols] = b[:, cols]
+                    self.out[:, cols] = torch.matmul(a, b[:, cols])
+                return self.out
+        self.a, self.b, self.out = a.clone(), b.clone(), torch.matmul(a, b)
+        return self.out
