@@ -158,3 +158,24 @@ def test_a_switched_off_churn_in_the_candidates_process_leaves_the_references_co
     theirs = x.clone()
     changes.Churn(torch, [theirs], swaps=2).run(seed=5, calls=4, hold=False)
     assert not torch.equal(x, theirs)  # what the reference judges on: the inputs the swaps made
+
+
+def test_the_churn_leaves_in_place_what_the_task_set_by_hand():
+    table = torch.randn(64, 32)
+    table[0] = 1.0  # the task promises row 0 is ones
+    index = torch.arange(64)
+    churn = changes.Churn(torch, [table, index], swaps=8)
+    churn.run(seed=7, calls=50, hold=False)
+    assert torch.equal(table[0], torch.ones(32)), "row 0 moved"
+    assert not torch.equal(table[1:], table[1:].sort(dim=0).values), "the other rows still move"
+    moved_before = table.clone()
+    churn.run(seed=8, calls=5, hold=False)
+    assert not torch.equal(table, moved_before)
+
+
+def test_random_float32_inputs_have_every_position_movable_and_narrow_floats_are_not_searched():
+    assert changes.movable_positions(torch, torch.randn(256, 256)) is None
+    assert changes.movable_positions(torch, torch.randn(256, 256, dtype=torch.bfloat16)) is None
+    padded = torch.randn(20)
+    padded[7:] = 0.0
+    assert changes.movable_positions(torch, padded).tolist() == list(range(7))

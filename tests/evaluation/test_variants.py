@@ -207,3 +207,14 @@ def test_large_values_still_catch_an_exp_that_overflows_on_the_tasks_own_inputs(
     result = harness.evaluate(load_task(reference), candidate)
     assert result.status == "incorrect", result.message
     assert "(large values)" in result.message and "non-finite" in result.message
+
+
+def test_timing_keeps_what_the_tasks_inputs_promise_too(eval_cache):
+    # The same kernel under the default churn: timing's swaps leave row 0
+    # of ones where the task put it, so the spot checks judge it on inputs
+    # the task could have made.
+    with Harness(fast_config(eval_cache)) as harness:
+        result = harness.evaluate(load_task(SORTED_GATHER), TRUSTS_ROW_ZERO)
+    assert result.status == "correct", result.message
+    checks = result.compile_info["checks"]
+    assert checks["spot_checks"] >= 1 and checks["spot_skipped"] == 0, checks

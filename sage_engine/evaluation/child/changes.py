@@ -150,6 +150,7 @@ class Churn:
     def __init__(self, torch: Any, inputs: list[Any], swaps: int):
         self.torch, self.swaps = torch, swaps
         self.tensors = churned(torch, inputs)
+        self.movable = [movable_positions(torch, t) for t in self.tensors]  # None: every position
         self.host = [_raw_bits(torch, t) if t.device.type == "cpu" else None for t in self.tensors]
         self.flat = [t.view(-1) for t in self.tensors]
         self.hold_first = False
@@ -166,9 +167,12 @@ class Churn:
         gen = torch.Generator().manual_seed(seed)
         self.hold_first = hold
         self.pairs, self.on_device = [], []
-        for t, bits in zip(self.tensors, self.host):
-            n = t.numel()
-            drawn = torch.randint(n, (calls, self.swaps, 2), generator=gen).tolist()
+        for t, bits, movable in zip(self.tensors, self.host, self.movable):
+            n = t.numel() if movable is None else movable.numel()
+            drawn = torch.randint(max(1, n), (calls, self.swaps, 2), generator=gen)
+            if movable is not None:
+                drawn = movable[drawn] if n > 1 else torch.zeros_like(drawn)  # nothing to move: (0, 0) swaps nothing
+            drawn = drawn.tolist()
             per_call = [_distinct(call) for call in drawn]
             self.pairs.append(per_call)
             if bits is None:
@@ -205,6 +209,32 @@ def churned(torch: Any, inputs: list[Any]) -> list[Any]:
     from copies of the same inputs, so they choose alike."""
     tensors = [t for t in inputs if type(t) is torch.Tensor and t.numel() > 1 and t.is_contiguous()]
     return [t for t in tensors if floating(t)] or tensors
+
+
+# Past this many elements an input's values are not searched for repeats
+# (a sort of the whole input, once a timing phase): every position moves.
+MOVABLE_SEARCH_LIMIT = 1 << 24
+
+
+def movable_positions(torch: Any, t: Any) -> Any:
+    """The positions of `t` the churn may move, or None for all of them.
+
+    A swap keeps every value an input had but not where it sits, and a task
+    may promise where (a table whose row 0 is 1.0, a padding value, a
+    mask's fill): a kernel that trusts that promise is right, and must not
+    be judged on inputs that break it. In float32 and float64 inputs, random
+    draws seldom repeat a value exactly (a few times at most, even in inputs
+    of millions), and what a task's builder sets by hand does: values found
+    eight times or more stay where they are. (In narrower floats random values repeat too, so every position
+    moves there.) Both processes search copies of the same values, so they
+    find the same positions."""
+    if t.dtype not in (torch.float32, torch.float64) or t.numel() > MOVABLE_SEARCH_LIMIT:
+        return None
+    _, inverse, counts = torch.unique(t.detach().reshape(-1), return_inverse=True, return_counts=True)
+    fixed = counts[inverse] >= 8
+    if not bool(fixed.any()):
+        return None
+    return torch.nonzero(~fixed).view(-1).cpu()
 
 
 def _distinct(call: list[list[int]]) -> list[tuple[int, int]]:
