@@ -130,7 +130,7 @@ def test_a_speedup_past_the_threshold_is_trusted_where_the_profile_shows_every_b
     candidate = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, a, b):\n        return a.unsqueeze(1) * b\n"
     task = load_task(reference)
     result = harness.evaluate(task, candidate)
-    assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup, result.speedup
+    assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup, (result.speedup, result.message)
     assert result.speedup_trusted is True and result.speedup_note is None
     assert result.profile.impossible is None
     # Said as fewer FLOPs, unless this machine's calibration (a busy moment) reads lower than the reference now runs.
