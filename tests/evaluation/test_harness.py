@@ -214,7 +214,7 @@ def test_suspiciously_large_speedup_is_flagged(harness):
     )
     candidate = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clone()\n"
     result = harness.evaluate(load_task(reference), candidate)
-    assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup
+    assert result.status == "correct" and result.speedup > harness.config.suspicious_speedup, result.message
     assert result.suspicious_speedup and any(d.category == "timing" for d in result.diagnostics)
 
 

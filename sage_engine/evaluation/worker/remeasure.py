@@ -38,11 +38,12 @@ SAMPLE_BYTES = 64 << 20
 # Rounds run before a ratio past the bound rejects, as a multiple of `samples`.
 EXTEND = 3
 # The worker's clock holds what happens around the calls too (reading each
-# call's inputs before it, the command's round trip), which differs between
-# the two kinds of sample more than the calls do (a fresh set is read from
-# memory, a churned one from the caches, and both copy every call's outputs):
-# its bound is this much wider. A memo reads 7-42x by that clock.
-WORKER_CLOCK_SLACK = 1.5
+# call's inputs before it, copying its outputs, the command's round trip),
+# which differs between the two kinds of sample far more than the calls do:
+# a fresh set is read from memory where a churned one sits in the caches, and
+# an honest 256 x 256 clone read 5.5x by that clock against 1.00x by its own.
+# So only the process's own clock decides; the worker's is reported, and
+# bounds each claim (a sample claimed longer than it took is misreported).
 # Honest ratios on the bundled suite reach 1.36 by a loaded machine's noise
 # alone (docs/evaluation.md): a smaller one is not charged to the credited speedup.
 CREDIT_NOISE = 1.5
@@ -111,8 +112,8 @@ class Remeasure:
                 self.sample(role, kind)
             self.judge()
             rounds += 1
-            own, wall = self.ratios(self.claims)[2], self.ratios(self.walls)[2]
-            past = own > self.bound or wall > self.bound * WORKER_CLOCK_SLACK
+            own = self.ratios(self.claims)[2]
+            past = own > self.bound
             # Past the bound, more rounds before deciding: a busy moment may have
             # slowed every fresh sample so far; a kernel fast only on inputs it
             # had seen stays past it however many run.
@@ -144,8 +145,8 @@ class Remeasure:
                 "cheat",
                 "CPU used while the reference was re-measured",
             )
-        if own > self.bound or wall > self.bound * WORKER_CLOCK_SLACK:
-            worst, clock = (own, "its own clock") if own >= wall / WORKER_CLOCK_SLACK else (wall, "the worker's clock")
+        if own > self.bound:
+            worst, clock = own, "its own clock"
             raise decided(
                 "rejected",
                 f"fast only on inputs it had seen: on input sets it had never seen (new values in new memory every "
