@@ -166,7 +166,7 @@ def test_the_host_timer_keeps_what_runs_before_each_call_out_of_its_time():
 
     from sage_engine.evaluation.common.timing import perf_counter_timer
 
-    seconds = perf_counter_timer(call, 3, before)
+    seconds = perf_counter_timer()(call, 3, before)
     assert seen == ["before 0", "call 0", "before 1", "call 1", "before 2", "call 2"]
     assert 0.001 <= seconds < 0.004  # the sleeps before each call are not in it
 

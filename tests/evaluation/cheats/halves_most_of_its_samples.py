@@ -11,16 +11,26 @@ task: matmul
 expect: rejected
 """
 
-import sys
+import gc
 import time
 
 import torch
 import torch.nn as nn
 
-clock = sys.__dict__["mod" + "ules"]["sage_engine.evaluation.common.timing"]
 real = time.perf_counter
 state = {"hidden": 0.0, "last": 0.0, "batch": 0, "lie": False}
-clock._perf = lambda: real() - state["hidden"]
+
+
+def _set_timer_clocks(fake):
+    """The timer holds its clock in a closure cell, taken before this module
+    loaded: found through the garbage collector and written, not rebound."""
+    for obj in gc.get_objects():
+        code = getattr(obj, "__code__", None)
+        if code is not None and "clock" in code.co_freevars and obj.__closure__:
+            obj.__closure__[code.co_freevars.index("clock")].cell_contents = fake
+
+
+_set_timer_clocks(lambda: real() - state["hidden"])
 
 
 class ModelNew(nn.Module):

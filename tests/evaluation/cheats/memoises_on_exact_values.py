@@ -1,20 +1,20 @@
-"""Makes the harness's input churn a no-op (its swap positions come from a
-random generator whose method is looked up on the class at call time) and
-returns its stored output whenever the inputs hold exactly the values of
-the call before. With nothing changing between timed calls, every timed
-call returns a stored output that is right; comparing the values costs a
-read of the inputs, far less than the product.
+"""Makes the harness's input churn a no-op in its own process (the swap
+positions are drawn with `torch.randint`, which it replaces by one that
+draws only zeros: every swap is position 0 with itself) and returns its
+stored output whenever the inputs hold exactly the values of the call
+before. With nothing changing between its timed calls, every one returns a
+stored output that is right for the inputs it has; comparing the values
+costs a read of the inputs, far less than the product. The reference makes
+the batch's swaps on its own copy, where they are not switched off.
 
 task: matmul
 expect: rejected
 """
 
-import random
-
 import torch
 import torch.nn as nn
 
-random.Random.randrange = lambda self, *args, **kwargs: 0
+torch.randint = lambda high, size, *args, **kwargs: torch.zeros(size, dtype=torch.int64)
 
 
 class ModelNew(nn.Module):

@@ -1,7 +1,8 @@
-"""Reaches the harness's timing module through the interpreter's module
-table (an attribute name built at run time, which no static check can read)
-and replaces the clock its process times calls with by one that runs 16%
-slow: every batch is reported 16% shorter than it took, which the bound the
+"""Reaches the clock its process times calls with (held by the timer in a
+closure cell since before the candidate loaded, so rebinding the timing
+module's names through the interpreter's module table, as this cheat first
+did, no longer reaches it) through the garbage collector, and writes one
+that runs 16% slow into that cell: every batch is reported 16% shorter than it took, which the bound the
 worker's clock used to allow (0.3 ms or 5% a batch, against the largest
 CPU gap of the reference's) let through. The kernel itself is the honest
 product.
@@ -10,7 +11,7 @@ task: matmul
 expect: rejected
 """
 
-import sys
+import gc
 import time
 
 import torch
@@ -24,9 +25,16 @@ def _slow():
     return _start + (_real() - _start) * 0.84
 
 
-_table = getattr(sys, "".join(["mod", "ules"]))
-_timing = _table["sage_engine.evaluation.common." + "timing"]
-setattr(_timing, "".join(["_pe", "rf"]), _slow)
+def _set_timer_clocks(fake):
+    """The timer holds its clock in a closure cell, taken before this module
+    loaded: found through the garbage collector and written, not rebound."""
+    for obj in gc.get_objects():
+        code = getattr(obj, "__code__", None)
+        if code is not None and "clock" in code.co_freevars and obj.__closure__:
+            obj.__closure__[code.co_freevars.index("clock")].cell_contents = fake
+
+
+_set_timer_clocks(_slow)
 
 
 class ModelNew(nn.Module):
