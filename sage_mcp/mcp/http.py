@@ -213,6 +213,10 @@ def listen_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+# Seconds a SIGTERM leaves requests in flight before cancelling them.
+SHUTDOWN_GRACE_S = 5
+
+
 def serve(
     config: Config,
     *,
@@ -258,7 +262,12 @@ def serve(
         flush=True,
     )
     app = build_app(config, tokens, host, admins)
-    uv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    # On SIGTERM, requests still running (a call waiting out an evaluation)
+    # get this long before they are cancelled, their evaluations with them:
+    # uvicorn's default waits for them however long they take.
+    uv = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+    )
     try:
         uv.run(sockets=[sock])
     finally:

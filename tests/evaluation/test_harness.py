@@ -283,7 +283,7 @@ def test_cpp_candidate_builds_once_per_source(harness):
     source = task.examples["cpu_cpp"].read_text()
     first = harness.evaluate(task, source)
     second = harness.evaluate(task, source)
-    assert first.status == second.status == "correct"
+    assert first.status == second.status == "correct", (first.message, second.message)
     assert second.phases["import"] < 5.0  # loaded from the per-source build dir, not rebuilt
 
 

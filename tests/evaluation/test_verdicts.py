@@ -224,12 +224,16 @@ def test_a_correct_kernel_that_runs_long_in_the_interpreter_is_correct_not_a_tim
 
 
 def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_clocks(harness):
-    # It reaches the timer's clock in its own process (past the static checks'
-    # names) and makes every timed interval read half as long as it was.
+    # It reaches the timer's clock in its own process (the closure cell the
+    # timer holds it in, found through the garbage collector, past the static
+    # checks' names) and makes every timed interval read half as long as it was.
     candidate = (
-        "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
-        "clock = sys.__dict__['mod' + 'ules']['sage_engine.evaluation.common.timing']\n"
-        "real = time.perf_counter\nclock._perf = lambda: real() * 0.5\n\n"
+        "import gc\nimport time\nimport torch\nimport torch.nn as nn\n\n"
+        "real = time.perf_counter\n"
+        "for f in gc.get_objects():\n"
+        "    code = getattr(f, '__code__', None)\n"
+        "    if code is not None and 'clock' in code.co_freevars and f.__closure__:\n"
+        "        f.__closure__[code.co_freevars.index('clock')].cell_contents = lambda: real() * 0.5\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
     )
     result = harness.evaluate(fixture_task("matmul"), candidate)

@@ -83,6 +83,8 @@ def stdio_params(config: Config, cwd: Path, **env: str) -> StdioServerParameters
             "SAGE_TIMING_BUDGET_S": "0.2",
             "SAGE_CACHE_DIR": str(config.cache_dir),
             "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+            # A stdio server gets no environment of the test's: the tests' wait, as tests/conftest.py sets it.
+            "SAGE_EVAL_WAIT_S": os.environ.get("SAGE_EVAL_WAIT_S", "600"),
             **env,
         },
     )
