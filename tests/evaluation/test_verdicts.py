@@ -228,9 +228,10 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
     # timer holds it in, found through the garbage collector, past the static
     # checks' names) and makes every timed interval read half as long as it was.
     candidate = (
-        "import gc\nimport time\nimport torch\nimport torch.nn as nn\n\n"
+        "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
         "real = time.perf_counter\n"
-        "for f in gc.get_objects():\n"
+        "collector = sys.__dict__['mod' + 'ules']['g' + 'c']\n"
+        "for f in getattr(collector, 'get_' + 'objects')():\n"
         "    code = getattr(f, '__code__', None)\n"
         "    if code is not None and 'clock' in code.co_freevars and f.__closure__:\n"
         "        f.__closure__[code.co_freevars.index('clock')].cell_contents = lambda: real() * 0.5\n\n"

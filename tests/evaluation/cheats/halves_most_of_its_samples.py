@@ -11,7 +11,7 @@ task: matmul
 expect: rejected
 """
 
-import gc
+import sys
 import time
 
 import torch
@@ -23,8 +23,10 @@ state = {"hidden": 0.0, "last": 0.0, "batch": 0, "lie": False}
 
 def _set_timer_clocks(fake):
     """The timer holds its clock in a closure cell, taken before this module
-    loaded: found through the garbage collector and written, not rebound."""
-    for obj in gc.get_objects():
+    loaded: found through the garbage collector (reached through the module
+    table, past the static checks' names) and written, not rebound."""
+    collector = sys.__dict__["mod" + "ules"]["g" + "c"]
+    for obj in getattr(collector, "get_" + "objects")():
         code = getattr(obj, "__code__", None)
         if code is not None and "clock" in code.co_freevars and obj.__closure__:
             obj.__closure__[code.co_freevars.index("clock")].cell_contents = fake
