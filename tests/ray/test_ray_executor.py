@@ -76,6 +76,7 @@ def ray_config(cluster, tmp_path, **changes) -> Config:
         auto_consolidate_every=0,
         eval_timeout_s=90.0,
         ray_queue_timeout_s=60.0,
+        eval_wait_s=600.0,  # the result, not "running": these tests read it from the call
     )
     base.update(changes)
     return Config(**base)
