@@ -15,7 +15,7 @@ CHEAT_FILES = sorted(CHEATS.glob("*.py"))
 def _header(path: Path) -> tuple[str, str]:
     text = path.read_text()
     task = re.search(r"^task: (\S+)$", text, re.MULTILINE)
-    expect = re.search(r"^expect: (rejected|incorrect)$", text, re.MULTILINE)
+    expect = re.search(r"^expect: (rejected|incorrect|no gain)$", text, re.MULTILINE)
     assert task and expect, f"{path.name} must say 'task:' and 'expect:' in its docstring"
     return task.group(1), expect.group(1)
 
@@ -30,7 +30,12 @@ def test_cheating_candidate_is_caught(harness, path: Path):
     result = harness.evaluate(fixture_task(task_id), path.read_text())
     # What timing measured comes with a failure: a cheat that escapes on a loaded machine says how.
     why = (result.status, result.message, result.speedup, result.compile_info.get("checks"), result.phases)
-    assert result.status == expected, why
+    if expected == "no gain" and result.status == "correct":
+        # Defeated without a verdict: its credited speedup is the one on new inputs, where it computes everything.
+        fresh = result.compile_info["checks"]["fresh_inputs"]
+        assert fresh["credited"] > 1.0 and result.speedup is not None and result.speedup < 0.9, why
+        return
+    assert result.status == ("rejected" if expected == "no gain" else expected), why
     assert not result.correct and result.speedup is None
     if expected == "rejected":
         assert any(d.category == "cheat" for d in result.diagnostics), result.diagnostics

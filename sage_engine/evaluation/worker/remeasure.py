@@ -72,8 +72,42 @@ def ratio(fresh: list[float], churned: list[float]) -> float:
     return statistics.median(pairs) if pairs else 1.0
 
 
+def fastest(clock: dict[tuple[str, str], list[float]]) -> float:
+    """The candidate's fastest fresh sample over its fastest churned one,
+    relative to the same for the reference."""
+    lows = {key: min(v) for key, v in clock.items() if v}
+    if len(lows) < 4 or min(lows.values()) <= 0:
+        return 1.0
+    return relative(lows["candidate", "fresh"] / lows["candidate", "churned"], lows["reference", "fresh"] / lows["reference", "churned"])
+
+
 def relative(cand: float, ref: float) -> float:
     return cand / ref if ref > 0 else cand
+
+
+def ratios(clock: dict[tuple[str, str], list[float]]) -> tuple[float, float, float]:
+    """(candidate's fresh/churned, reference's, the candidate's over the reference's), by one clock's samples.
+
+    The last is the smaller of two estimates, each robust to a different
+    noise: the median over rounds of each round's relative ratio (a busy
+    stretch slows the four samples of a round alike) and the ratio of each
+    side's fastest samples (a preemption only ever adds time, so a side's
+    fastest sample of a kind is the one the machine disturbed least). A
+    kernel fast only on inputs it had seen is slow on every fresh sample,
+    its fastest too, and past the bound by both; an honest kernel on a
+    loaded machine, where a 2 ms sample preempted once reads 3x, would need
+    every one of its fresh samples slowed to pass it by the second.
+    """
+    cand = ratio(clock["candidate", "fresh"], clock["candidate", "churned"])
+    ref = ratio(clock["reference", "fresh"], clock["reference", "churned"])
+    rounds = [
+        relative(cf / cc, rf / rc)
+        for cf, cc, rf, rc in zip(
+            clock["candidate", "fresh"], clock["candidate", "churned"], clock["reference", "fresh"], clock["reference", "churned"]
+        )
+        if cc > 0 and rc > 0
+    ]
+    return cand, ref, min(statistics.median(rounds), fastest(clock)) if rounds else 1.0
 
 
 class Remeasure:
@@ -89,19 +123,6 @@ class Remeasure:
         self.skipped = 0
         self.idle = 0.0  # candidate CPU while the reference's samples ran
 
-    def ratios(self, clock: dict[tuple[str, str], list[float]]) -> tuple[float, float, float]:
-        """(candidate's fresh/churned, reference's, the median over rounds of the first over the second)."""
-        cand = ratio(clock["candidate", "fresh"], clock["candidate", "churned"])
-        ref = ratio(clock["reference", "fresh"], clock["reference", "churned"])
-        rounds = [
-            relative(cf / cc, rf / rc)
-            for cf, cc, rf, rc in zip(
-                clock["candidate", "fresh"], clock["candidate", "churned"], clock["reference", "fresh"], clock["reference", "churned"]
-            )
-            if cc > 0 and rc > 0
-        ]
-        return cand, ref, statistics.median(rounds) if rounds else 1.0
-
     def run(self) -> dict[str, Any]:
         """The re-measurement's figures (`ratio`: what the credited speedup is divided by, when above 1); raises `Ended` to reject."""
         rounds = 0
@@ -112,7 +133,7 @@ class Remeasure:
                 self.sample(role, kind)
             self.judge()
             rounds += 1
-            own = self.ratios(self.claims)[2]
+            own = ratios(self.claims)[2]
             past = own > self.bound
             # Past the bound, more rounds before deciding: a busy moment may have
             # slowed every fresh sample so far; a kernel fast only on inputs it
@@ -121,8 +142,8 @@ class Remeasure:
                 break
         phase = self.phase
         phase.sup.command_both(phase.ref, "remeasure-end", phase.cand, "remeasure-end", phase.end)
-        cand, ref, own = self.ratios(self.claims)
-        wall_cand, wall_ref, wall = self.ratios(self.walls)
+        cand, ref, own = ratios(self.claims)
+        wall_cand, wall_ref, wall = ratios(self.walls)
         claims = self.claims
         figures = {
             "rounds": rounds,
