@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
 import uuid
 from pathlib import Path
@@ -50,7 +51,7 @@ from sage_engine.models import (
 from sage_engine.services.episodes import EpisodeService, episode_key
 from sage_engine.services.evaluation import EvaluationService
 from sage_engine.services import runs
-from sage_engine.services.jobs import Job, Jobs
+from sage_engine.services.jobs import Job, Jobs, Ledger, memory_key
 from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
 from sage_engine.services.team import Caller, check_admin, is_team, set_mode
@@ -93,6 +94,7 @@ class Engine:
         self.rulebook = RulebookService(self.store, self.config, abstractor or DeterministicAbstractor())
         self.evaluation = EvaluationService(self.config)
         self.jobs = Jobs(self.config.task_ttl_s)  # shared by every as_user view
+        self.ledger = Ledger(self.config.cache_dir / "running" / memory_key(self.config))
         self.episodes.consolidate = lambda caller: self.rulebook.consolidate(caller=caller)
         self.admin = True
         self._owner = True
@@ -332,6 +334,29 @@ class Engine:
         if job is not None and job.owner != self.user:
             raise NotFound(f"no attempt with id {attempt_id}")
         return job
+
+    def evaluations_elsewhere(self) -> list[dict[str, Any]]:
+        """This user's evaluations of this memory running in another process
+        on this machine (`Ledger` entries: attempt id, task, candidate path
+        and hash, last progress message)."""
+        return [e for e in self.ledger.entries() if e.get("pid") != os.getpid() and e.get("owner") == self.user]
+
+    def cancel_evaluation(self, attempt_id: int) -> bool:
+        """Cancel a running evaluation of this user's, in this process or
+        another on this machine; False when it is no longer running (its
+        result stands). A cancelled evaluation stores nothing."""
+        job = self.evaluation_job(attempt_id)
+        if job is not None:
+            if job.finished:
+                return False
+            job.cancel.set()
+            return True
+        entry = self.ledger.get(attempt_id)
+        if entry is None or entry.get("owner") != self.user:
+            self.store.episodes.attempt(attempt_id)  # NotFound for an id never stored
+            return False
+        self.ledger.request_cancel(attempt_id)
+        return True
 
     def running_result(self, job: Job) -> EvalResult:
         """What an evaluation not finished yet answers: `running`, its attempt id, when to ask again."""

@@ -12,11 +12,14 @@ in the memory database for good, read by its attempt id).
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 from sage_engine.errors import Cancelled, NotFound
@@ -197,3 +200,105 @@ class Jobs:
             job = self._jobs.pop(job_id)
             if job.attempt_id is not None and self._by_attempt.get(job.attempt_id) is job:
                 del self._by_attempt[job.attempt_id]
+
+
+class Ledger:
+    """The evaluations running in this machine's processes, by attempt id,
+    for one memory: a small file per evaluation that its process writes when
+    it starts, updates with its progress and removes when it ends.
+
+    It is how another process finds an evaluation it did not start: an
+    editor window reloaded starts a new language server, which shows the
+    evaluation the old one still runs (and waits for its result instead of
+    evaluating again), and can ask for it to be cancelled (a `.cancel` file
+    the running process looks for). An entry whose process is gone is
+    skipped and removed."""
+
+    CANCEL_POLL_S = 0.5
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def _path(self, attempt_id: int, suffix: str = ".json") -> Path:
+        return self.root / f"{int(attempt_id)}{suffix}"
+
+    def publish(self, job: Job) -> None:
+        """Write (or rewrite, with its progress) the entry of a running evaluation."""
+        if job.attempt_id is None:
+            return
+        entry = {
+            "attempt_id": job.attempt_id,
+            "pid": os.getpid(),
+            "owner": job.owner,
+            "episode_id": job.episode_id,
+            "started_at": job.created_at,
+            "progress": job.progress[2] if job.progress else "",
+            **{k: job.meta.get(k) for k in ("task", "candidate_hash", "candidate_path")},
+        }
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self._path(job.attempt_id, f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(entry))
+            os.replace(tmp, self._path(job.attempt_id))
+        except OSError as exc:  # a read-only or full cache: the evaluation runs on, unseen by other processes
+            log.info("could not note running attempt %s in %s: %s", job.attempt_id, self.root, exc)
+
+    def remove(self, attempt_id: int) -> None:
+        for suffix in (".json", ".cancel"):
+            self._path(attempt_id, suffix).unlink(missing_ok=True)
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Every evaluation running in a live process, oldest first."""
+        found = []
+        for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
+            try:
+                entry = json.loads(path.read_text())
+                pid, attempt_id = int(entry["pid"]), int(entry["attempt_id"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # being replaced, or not an entry
+            if not _alive(pid):
+                self.remove(attempt_id)
+                continue
+            found.append(entry)
+        return sorted(found, key=lambda e: e.get("started_at") or 0)
+
+    def get(self, attempt_id: int) -> dict[str, Any] | None:
+        return next((e for e in self.entries() if e["attempt_id"] == attempt_id), None)
+
+    def request_cancel(self, attempt_id: int) -> None:
+        self._path(attempt_id, ".cancel").touch()
+
+    def watch_cancel(self, job: Job) -> None:
+        """Set the job's cancel when another process asks for it (on a thread
+        of its own, until the job ends)."""
+        attempt_id = job.attempt_id
+        if attempt_id is None:
+            return
+        flag = self._path(attempt_id, ".cancel")
+
+        def watch() -> None:
+            while not job.wait(self.CANCEL_POLL_S):
+                if flag.exists():
+                    job.cancel.set()
+                    return
+
+        threading.Thread(target=watch, name=f"sage-cancel-watch-{attempt_id}", daemon=True).start()
+
+
+def memory_key(config: Any) -> str:
+    """A short name for the memory a config opens (its database), so the
+    ledgers of two memories sharing a cache folder stay apart."""
+    import hashlib
+
+    where = config.db_url or str(Path(config.db_path).expanduser().resolve())
+    return hashlib.sha256(where.encode()).hexdigest()[:16]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process: alive
+    return True

@@ -22,7 +22,7 @@ from sage_engine.memory.store import Store
 from sage_engine.models import Adoption, ConsolidationReport, EvalResult
 from sage_engine.services.episodes import EpisodeService
 from sage_engine.services.evaluation import EvaluationService
-from sage_engine.services.jobs import Job, Jobs, Progress
+from sage_engine.services.jobs import Job, Jobs, Ledger, Progress
 from sage_engine.services.team import Caller
 
 
@@ -34,6 +34,7 @@ class Runner(Protocol):
     store: Store
     episodes: EpisodeService
     evaluation: EvaluationService
+    ledger: Ledger
 
     @property
     def caller(self) -> Caller: ...
@@ -87,6 +88,19 @@ def start_evaluation(
         candidate_hash=engine.candidate_hash(source),
         candidate_path=candidate_path or path,
     )
+    # Seen by this machine's other processes (a reloaded editor's new server), which may ask to cancel it.
+    ledger = engine.ledger
+    ledger.publish(job)
+
+    def noted(changed: Job) -> None:
+        if changed.finished:
+            ledger.remove(attempt_id)
+        else:
+            ledger.publish(changed)
+
+    if job.subscribe(noted) is None:
+        ledger.remove(attempt_id)
+    ledger.watch_cancel(job)
     return job
 
 

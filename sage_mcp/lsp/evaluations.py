@@ -1,10 +1,20 @@
-"""Evaluations started from the editor: one worker thread, so evaluations
+"""Evaluations started from the editor: one at a time, so evaluations
 never overlap and disturb each other's timings; identical requests (a double
 click) share one evaluation; a save can start one (`benchmarkOnSave`).
 
-An evaluation runs as its own task: when it ends its diagnostics are published
-and lenses refreshed, whether a request waits for it or a save started it,
-and a cancelled request does not throw away a result the worker is computing.
+An evaluation is the engine's background job (`Engine.start_evaluation`,
+the path an MCP task or a `get_result` poll takes): its attempt id is
+reserved when it starts, it is stored once when it ends, and it can be
+cancelled (`sage.cancelBenchmark`, or the progress notification's Cancel).
+When it ends its diagnostics are published and lenses refreshed, whether a
+request waits for it or a save started it, and a cancelled request does not
+throw away a result being computed.
+
+The job is noted in the engine's ledger of running evaluations, and the
+server waits for it before it exits: a window reloaded while an evaluation
+runs starts a new server, which finds the old one's evaluation of the same
+text (`elsewhere`), shows it as running, and waits for its result instead of
+evaluating again.
 """
 
 from __future__ import annotations
@@ -15,20 +25,38 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Coroutine, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
 from sage_engine.engine import Engine
-from sage_engine.errors import InvalidInput, SageError
+from sage_engine.errors import Cancelled, InvalidInput, NotFound, SageError
 from sage_engine.kernels import Kernel, TaskLink, kernel_at
 from sage_engine.models import EvalResult
+from sage_engine.services.jobs import Job
 from sage_mcp.lsp.documents import Documents, language_of
 from sage_mcp.lsp.progress import Progress
 
 log = logging.getLogger("sage.lsp")
 T = TypeVar("T")
+# How often a result another process is computing is looked for.
+ELSEWHERE_POLL_S = 0.5
+
+
+async def _finished(job: Job, report: Callable[[float, float | None, str], None]) -> None:
+    """Wait for the job to end, passing its progress to `report`."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def changed(j: Job) -> None:
+        if j.progress is not None:
+            report(*j.progress)
+        if j.finished:
+            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+
+    if job.subscribe(changed) is not None:
+        await asyncio.shield(done)
 
 
 class EvaluationHost(Protocol):
@@ -42,7 +70,7 @@ class EvaluationHost(Protocol):
 
     def evaluated(self, uri: str, result: EvalResult) -> None: ...
 
-    def progress(self, title: str) -> Progress: ...
+    def progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress: ...
 
     def window_show_message(self, params: types.ShowMessageParams) -> None: ...
 
@@ -63,6 +91,10 @@ class Evaluations:
         self.saved: dict[str, TextDocument] = {}  # uri -> saved text waiting for its benchmark
         self._save_loops: dict[str, asyncio.Task] = {}
         self._tasks: set[asyncio.Task] = set()
+        self.jobs: dict[str, Job] = {}  # uri -> the engine's job evaluating it
+        self._cancel_before_start: set[str] = set()  # uris cancelled while waiting for their turn
+        self._turn: asyncio.Lock | None = None
+        self._closed = False
 
     async def in_worker(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -72,12 +104,53 @@ class Evaluations:
         """An evaluation of this document runs or waits for its turn."""
         return uri in self.running or uri in self.saved
 
+    def elsewhere(self, doc: TextDocument) -> dict[str, Any] | None:
+        """The evaluation of this document's text that another process on
+        this machine runs (a server before the window reloaded), if any."""
+        path = self.ls.documents.path_of(doc)
+        if path is None or language_of(doc) != "python":
+            return None
+        digest = self.ls.documents.analysis(doc).digest
+        found = [e for e in self.ls.engine.evaluations_elsewhere() if e.get("candidate_path") == path]
+        return next((e for e in found if e.get("candidate_hash") == digest), None)
+
+    def cancel(self, doc: TextDocument) -> dict[str, Any]:
+        """Cancel the evaluation of this document running here or in another process."""
+        engine = self.ls.engine
+        job = self.jobs.get(doc.uri)
+        attempt = job.attempt_id if job is not None else (self.elsewhere(doc) or {}).get("attempt_id")
+        if attempt is None:
+            if doc.uri in self.running:  # waiting for its turn, or for its attempt id: it will not start
+                self._cancel_before_start.add(doc.uri)
+                return {"cancelled": True, "attempt_id": None, "message": f"cancelling the benchmark of {self.ls.documents.name_of(doc)}"}
+            return {"cancelled": False, "message": f"{self.ls.documents.name_of(doc)} is not being benchmarked"}
+        cancelled = engine.cancel_evaluation(int(attempt))
+        return {
+            "cancelled": cancelled,
+            "attempt_id": attempt,
+            "message": f"cancelling the benchmark of {self.ls.documents.name_of(doc)}"
+            if cancelled
+            else "the benchmark had already finished; its result stands",
+        }
+
     def close(self, on_worker: Callable[[], None] | None) -> None:
-        """Stop waiting for evaluations; `on_worker` runs after the one in flight."""
+        """Stop waiting for evaluations; `on_worker` runs after the one in
+        flight has been stored (the process exits only then: a window reload
+        does not lose it, and its new server shows it)."""
         for task in [*self._save_loops.values(), *self._tasks]:
             task.cancel()
-        if on_worker is not None:
-            self.worker.submit(on_worker)
+        if self._closed:  # the server closes at shutdown and again when its loop ends
+            return
+        self._closed = True
+        jobs = list(self.jobs.values())
+
+        def after_jobs() -> None:
+            for job in jobs:
+                job.wait()
+            if on_worker is not None:
+                on_worker()
+
+        self.worker.submit(after_jobs)
         self.worker.shutdown(wait=False)
 
     # ---------------------------------------------------------------- start
@@ -107,7 +180,12 @@ class Evaluations:
         future = loop.create_future()
         self.running[doc.uri] = Evaluation(digest, future)
         path = self.ls.documents.path_of(doc)
-        task = loop.create_task(self._run(doc.uri, doc.source, link, path, kernel, future))
+        other = self.elsewhere(doc)
+        if other is not None:  # the same text, evaluated by a server before a reload: its result, not another run
+            work = self._await_elsewhere(other, path or doc.uri)
+        else:
+            work = self._evaluate(doc.uri, doc.source, link, path, kernel)
+        task = loop.create_task(self._run(doc.uri, work, future))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return future
@@ -119,9 +197,9 @@ class Evaluations:
         result = await asyncio.shield(self.start(doc, kernel))
         return self.ls.summary(self.ls.documents.get(doc.uri), result)
 
-    async def _run(self, uri: str, text: str, link: TaskLink, path: str | None, kernel: Kernel | None, future: asyncio.Future) -> None:
+    async def _run(self, uri: str, work: Coroutine[Any, Any, EvalResult], future: asyncio.Future) -> None:
         try:
-            result = await self._evaluate(uri, text, link, path, kernel)
+            result = await work
         except asyncio.CancelledError:
             future.cancel()
             raise
@@ -133,6 +211,7 @@ class Evaluations:
         finally:
             if self.running.get(uri) is not None and self.running[uri].future is future:
                 del self.running[uri]
+                self._cancel_before_start.discard(uri)
         future.set_result(result)
         self.ls.evaluated(uri, result)
 
@@ -146,8 +225,45 @@ class Evaluations:
             # the evaluation still counts, just outside it.
             self.ls.episodes.pop(uri, None)
             episode = None
-        async with self.ls.progress(f"SAGE: benchmarking {what}") as report:
-            return await self.in_worker(engine.evaluate, text, link.task, candidate_path=path, progress=report, episode_id=episode)
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:  # one at a time: evaluations side by side disturb each other's timings
+            job = await self.in_worker(engine.start_evaluation, text, link.task, candidate_path=path, episode_id=episode)
+            self.jobs[uri] = job
+            if uri in self._cancel_before_start:
+                self._cancel_before_start.discard(uri)
+                job.cancel.set()
+            try:
+                async with self.ls.progress(f"SAGE: benchmarking {what}", on_cancel=job.cancel.set) as report:
+                    await _finished(job, report)
+            finally:
+                if self.jobs.get(uri) is job:
+                    del self.jobs[uri]
+        return job.outcome()
+
+    async def _await_elsewhere(self, entry: dict[str, Any], name: str) -> EvalResult:
+        """The result of an evaluation another process runs: read from the
+        memory once stored; Cancelled when that process ended without storing it."""
+        engine, attempt_id = self.ls.engine, int(entry["attempt_id"])
+        title = f"SAGE: benchmarking {Path(name).name} (started before the window reloaded)"
+        async with self.ls.progress(title, on_cancel=lambda: engine.ledger.request_cancel(attempt_id)) as report:
+            while True:
+                try:
+                    return await self.in_worker(engine.get_attempt, attempt_id)
+                except NotFound:
+                    pass
+                now = await self.in_worker(engine.ledger.get, attempt_id)
+                if now is None:  # ended: stored just now, or cancelled, or its process stopped
+                    try:
+                        return await self.in_worker(engine.get_attempt, attempt_id)
+                    except NotFound:
+                        raise Cancelled(
+                            f"the benchmark of {Path(name).name} started before the window reloaded ended without a result "
+                            "(cancelled, or its server was stopped); benchmark it again"
+                        ) from None
+                if now.get("progress"):
+                    report(0, None, str(now["progress"]))
+                await asyncio.sleep(ELSEWHERE_POLL_S)
 
     # ----------------------------------------------------------------- save
 

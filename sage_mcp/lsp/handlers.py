@@ -145,6 +145,14 @@ async def benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
     return await ls.evaluations.benchmark(doc, _arg(args, 1, int, "line", required=False))
 
 
+@server.command("sage.cancelBenchmark")
+@_command
+async def cancel_benchmark(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:
+    """Cancel the document's running evaluation (here, or in a server from before a window reload): sage.cancelBenchmark(uri)."""
+    doc = ls.documents.get(_arg(args, 0, str, "uri"))
+    return await ls.evaluations.in_worker(ls.evaluations.cancel, doc)
+
+
 @server.command("sage.lastResult")
 @_command
 def last_result(ls: SageLanguageServer, *args: Any) -> dict[str, Any]:

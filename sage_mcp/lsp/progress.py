@@ -1,5 +1,6 @@
 """Work-done progress for a long request (an evaluation, a consolidation),
-when the client supports it; a no-op otherwise."""
+when the client supports it; a no-op otherwise. With `on_cancel` the
+progress is cancellable: the client's Cancel button calls it."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ class Progress:
     """Work-done progress when the client supports it; a no-op otherwise.
     The callable it yields may be called from the worker thread."""
 
-    def __init__(self, ls: "LanguageServer", title: str):
-        self.ls, self.title = ls, title
+    def __init__(self, ls: "LanguageServer", title: str, on_cancel: Callable[[], None] | None = None):
+        self.ls, self.title, self.on_cancel = ls, title, on_cancel
         self.token: str | None = None
 
     async def __aenter__(self) -> Callable[[float, float | None, str], None]:
@@ -32,7 +33,13 @@ class Progress:
             try:
                 await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
                 self.token = token
-                self.ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=self.title, percentage=0))
+                cancellable = self.on_cancel is not None
+                begin = types.WorkDoneProgressBegin(title=self.title, percentage=0, cancellable=cancellable)
+                self.ls.work_done_progress.begin(token, begin)
+                if cancellable:
+                    # pygls cancels the token's future on window/workDoneProgress/cancel (the notification's Cancel button).
+                    on_cancel = self.on_cancel
+                    self.ls.work_done_progress.tokens[token].add_done_callback(lambda f: f.cancelled() and on_cancel())
             except (asyncio.TimeoutError, JsonRpcException) as exc:
                 log.info("client refused progress: %s", exc)
         loop = asyncio.get_running_loop()
@@ -55,4 +62,5 @@ class Progress:
     async def __aexit__(self, *exc: object) -> None:
         token, self.token = self.token, None
         if token is not None:
+            self.ls.work_done_progress.tokens.pop(token, None)
             self.ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done" if exc[0] is None else "stopped"))

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcRequestCancelled
@@ -142,8 +142,8 @@ class SageLanguageServer(LanguageServer):
             return
         self.evaluations.close(self.actions.closer(engine))
 
-    def progress(self, title: str) -> Progress:
-        return Progress(self, title)
+    def progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress:
+        return Progress(self, title, on_cancel)
 
     # ------------------------------------------------------------- publishing
 
@@ -205,7 +205,9 @@ class SageLanguageServer(LanguageServer):
 
     def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]:
         link = self.documents.task_of(doc)
-        running = self.evaluations.busy(doc.uri)
+        other = self.evaluations.elsewhere(doc)
+        # Another process's evaluation counts as running until its result is the one shown (it is stored before its note goes).
+        running = self.evaluations.busy(doc.uri) or (other is not None and (result is None or result.attempt_id != other["attempt_id"]))
         if result is None:
             return {
                 "uri": doc.uri,

@@ -99,8 +99,9 @@ async def start_lsp(workspace: Workspace):
 
     yield start
     for client in started:
-        await client.shutdown_session()
-        await client.stop()
+        if not client.stopped:  # a test may have shut one down itself
+            await client.shutdown_session()
+            await client.stop()
     for client in started:
         if client.error is not None:
             raise client.error

@@ -3,12 +3,17 @@ user, dropped `ttl` after it ends."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from sage_engine.config import Config
 from sage_engine.errors import Cancelled, InvalidInput, NotFound
-from sage_engine.services.jobs import Jobs
+from sage_engine.services.jobs import Jobs, Ledger, memory_key
 
 
 def test_a_job_runs_once_and_every_reader_gets_its_one_outcome():
@@ -84,3 +89,50 @@ def test_a_listener_that_fails_is_dropped_and_the_job_goes_on():
     release.set()
     assert job.wait(30) and job.state == "completed" and seen == [1]
     assert job.subscribe(broken) is None  # ended: nothing to listen to
+
+
+def test_the_ledger_shows_a_running_evaluation_to_other_processes_until_it_ends(tmp_path):
+    ledger, jobs, release = Ledger(tmp_path / "running"), Jobs(ttl_s=60), threading.Event()
+    job = jobs.start("evaluation", lambda progress, cancel: release.wait(30), owner="alice", attempt_id=12)
+    job.meta.update(task="relu", candidate_hash="h", candidate_path="/ws/k.py")
+    ledger.publish(job)
+    job.report(1, 3, "timing")
+    ledger.publish(job)
+    (entry,) = ledger.entries()
+    assert entry["attempt_id"] == 12 and entry["pid"] == os.getpid() and entry["owner"] == "alice"
+    assert (entry["task"], entry["candidate_path"], entry["progress"]) == ("relu", "/ws/k.py", "timing")
+    release.set()
+    job.wait(30)
+    ledger.remove(12)
+    assert ledger.entries() == [] and ledger.get(12) is None
+
+
+def test_an_entry_whose_process_is_gone_is_skipped_and_removed(tmp_path):
+    ledger = Ledger(tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (tmp_path / "5.json").write_text(json.dumps({"attempt_id": 5, "pid": gone.pid, "owner": "alice"}))
+    (tmp_path / "6.json").write_text("not json")  # being written, or not an entry
+    assert ledger.entries() == []
+    assert not (tmp_path / "5.json").exists()
+
+
+def test_a_cancel_asked_by_another_process_cancels_the_job(tmp_path):
+    ledger, jobs = Ledger(tmp_path), Jobs(ttl_s=60)
+
+    def work(progress, cancel):
+        if cancel.wait(30):
+            raise Cancelled("cancelled")
+        return "finished"
+
+    job = jobs.start("evaluation", work, owner="alice", attempt_id=3)
+    ledger.publish(job)
+    ledger.watch_cancel(job)
+    ledger.request_cancel(3)
+    assert job.wait(30) and job.state == "cancelled"
+
+
+def test_two_memories_sharing_a_cache_keep_separate_ledgers(tmp_path):
+    one, two = Config(db_path=tmp_path / "a.db"), Config(db_path=tmp_path / "b.db")
+    assert memory_key(one) != memory_key(two) and memory_key(one) == memory_key(Config(db_path=tmp_path / "a.db"))
+    assert memory_key(Config(db_url="postgresql://127.0.0.1/sage")) != memory_key(one)

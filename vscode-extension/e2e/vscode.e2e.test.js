@@ -119,6 +119,13 @@ async function choose(label) {
     await input.press('Enter');
 }
 
+/** Attempts stored in the memory, read with the Python the extension runs. */
+function attempts() {
+    const count = execFileSync(PYTHON, ['-c', 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("SELECT COUNT(*) FROM attempts").fetchone()[0])',
+        path.join(dir, 'memory.db')], { encoding: 'utf8' });
+    return Number(count.trim());
+}
+
 function statusBar() {
     return page.locator('#sage-npu\\.sage-kernels\\.sage\\.status, .statusbar-item[id$="sage.status"]').first();
 }
@@ -252,6 +259,32 @@ test('the packaged extension works in a real VS Code: task, benchmark, lens, sta
         const problem = page.locator('.markers-panel .monaco-list-row', { hasText: /exceed tolerance|incorrect/i }).first();
         await problem.waitFor({ timeout: 30_000 });
         assert.match(await problem.innerText(), /sage/);
+    });
+
+    await step('a window reloaded while a benchmark runs shows it running and gets its result, evaluated once', async () => {
+        const before = attempts();
+        await page.locator('.monaco-editor .view-lines', { hasText: 'class ModelNew' }).first().click();
+        // Loading this module takes 10 s: time to reload the window while it is evaluated.
+        await page.evaluate((text) => navigator.clipboard.writeText(text), `# sage: task=leaky_relu\nimport time\ntime.sleep(10)\n${KERNEL}`);
+        await page.keyboard.press('Control+A');
+        await page.keyboard.press('Control+V');
+        await page.keyboard.press('Control+S');
+        await palette('SAGE: Benchmark file');
+        await waitFor('"benchmarking" in the status bar', async () => /benchmarking/.test(await statusBar().innerText()), 60_000);
+        await palette('Developer: Reload Window');
+        await page.locator('.monaco-workbench').waitFor({ timeout: 120_000 });
+        await waitFor('the reloaded window to show the evaluation running', async () => /benchmarking/.test(await statusBar().innerText()), 120_000);
+        await waitFor('its result in the status bar', async () => /SAGE \d+\.\d\dx/.test(await statusBar().innerText()), 240_000);
+        assert.equal(attempts(), before + 1);
+    });
+
+    await step('clicking the status bar while a benchmark runs cancels it, and nothing is stored', async () => {
+        const before = attempts();
+        await palette('SAGE: Benchmark file');
+        await waitFor('"benchmarking" in the status bar', async () => /benchmarking/.test(await statusBar().innerText()), 60_000);
+        await statusBar().click();
+        await waitFor('the last result back in the status bar', async () => /SAGE \d+\.\d\dx/.test(await statusBar().innerText()), 120_000);
+        assert.equal(attempts(), before);
     });
 
     await step('the memory view opens', async () => {

@@ -48,6 +48,7 @@ export class SageCommands {
         return [
             registerCommand(ClientCommand.benchmarkKernel, () => this.benchmark(true)),
             registerCommand(ClientCommand.benchmarkFile, () => this.benchmark(false)),
+            registerCommand(ClientCommand.cancelBenchmarkFile, () => this.cancelBenchmark()),
             registerCommand(ClientCommand.showRules, () => this.showRules()),
             registerCommand(ClientCommand.adopt, () => this.adopt()),
             registerCommand(ClientCommand.consolidateMemory, () => this.consolidate()),
@@ -98,14 +99,33 @@ export class SageCommands {
         }
         const uri = editor.document.uri.toString();
         const args: unknown[] = atCursor ? [uri, editor.selection.active.line] : [uri];
+        this.status.showRunning(uri);
         try {
             const summary = await server.execute<ResultSummary>(ServerCommand.benchmark, args);
             this.status.show(summary);
             return summary;
         } catch (err) {
             void showErrorMessage(`SAGE: ${messageOf(err)}`);
+            await this.refreshStatus();
             return undefined;
         }
+    }
+
+    /** Cancel the active file's running evaluation (the status bar's click while one runs). */
+    async cancelBenchmark(): Promise<void> {
+        const editor = activeTextEditor();
+        const server = this.requireServer();
+        const uri = editor?.document.uri.toString() ?? this.status.uri;
+        if (!uri || !server) {
+            return;
+        }
+        try {
+            const answer = await server.execute<{ cancelled: boolean; message: string }>(ServerCommand.cancelBenchmark, [uri]);
+            void showInformationMessage(`SAGE: ${answer.message}`);
+        } catch (err) {
+            void showErrorMessage(`SAGE: ${messageOf(err)}`);
+        }
+        await this.refreshStatus();
     }
 
     async showRules(): Promise<Retrieval | undefined> {

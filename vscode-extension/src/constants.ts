@@ -20,6 +20,7 @@ export function loadServerInfo(root: string = EXTENSION_ROOT): ServerInfo {
 /** Commands the language server executes (workspace/executeCommand). */
 export const ServerCommand = {
     benchmark: 'sage.benchmark',
+    cancelBenchmark: 'sage.cancelBenchmark',
     retrieveRules: 'sage.retrieveRules',
     recordAdoption: 'sage.recordAdoption',
     consolidate: 'sage.consolidate',
@@ -36,6 +37,7 @@ export const ServerCommand = {
 export const ClientCommand = {
     benchmarkKernel: 'sage.benchmarkKernel',
     benchmarkFile: 'sage.benchmarkFile',
+    cancelBenchmarkFile: 'sage.cancelBenchmarkFile',
     showRules: 'sage.showRules',
     adopt: 'sage.adopt',
     consolidateMemory: 'sage.consolidateMemory',

@@ -45,6 +45,10 @@ export function serverOptions(info: ServerInfo, launch: ServerLaunch): ServerOpt
         options: {
             cwd: launch.cwd,
             env: { ...process.env, ...serverEnvironment(launch.settings) },
+            // Not killed 2 s after shutdown (the client's default for an attached
+            // server): a server stopped by a window reload or a restart finishes the
+            // evaluation in flight and stores it, then exits, and the new server shows it.
+            detached: true,
         },
     };
 }

@@ -10,6 +10,12 @@ export interface StatusText {
 
 /** The status bar line for a file's last evaluation (pure, so it can be tested). */
 export function statusText(summary: ResultSummary | null | undefined): StatusText {
+    if (summary?.running) {
+        return {
+            text: '$(sync~spin) SAGE: benchmarking…',
+            tooltip: 'A SAGE evaluation of this file is running (its progress is in the notification). Click to cancel it.',
+        };
+    }
     if (!summary || !summary.result) {
         return { text: '$(beaker) SAGE', tooltip: 'No SAGE evaluation of this file yet. Click to benchmark it.' };
     }
@@ -46,8 +52,13 @@ export class ResultStatus {
 
     show(summary: ResultSummary | null | undefined, uri: string | undefined = summary?.uri): void {
         this.uri = uri;
-        this.item.command = ClientCommand.benchmarkFile;
+        this.item.command = summary?.running ? ClientCommand.cancelBenchmarkFile : ClientCommand.benchmarkFile;
         this.set(statusText(summary));
+    }
+
+    /** An evaluation of `uri` has just been asked for: say so until its result (or the server's word) arrives. */
+    showRunning(uri: string): void {
+        this.show({ uri, task: null, summary: '', stale: false, running: true, result: null }, uri);
     }
 
     showDown(reason: string): void {

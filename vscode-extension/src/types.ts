@@ -129,6 +129,8 @@ export interface ResultSummary {
     task: string | null;
     summary: string;
     stale: boolean;
+    /** An evaluation of the file runs (here, or in the server of a window before a reload) or waits for its turn. */
+    running?: boolean;
     result: EvalResult | null;
 }
 

@@ -69,7 +69,7 @@ test('activation registers every palette command in package.json and nothing els
     await activate();
     const declared = pkg.contributes.commands.map((c) => c.command).sort();
     assert.deepEqual([...stub.registeredCommands.keys()].sort(), declared);
-    assert.equal(declared.length, 9);
+    assert.equal(declared.length, 10);
 });
 
 test('the language server runs the configured interpreter with the module named in package.json', async () => {
@@ -109,6 +109,40 @@ test('benchmark file sends sage.benchmark for the active document and shows the 
     assert.equal(stub.state.statusBarItem.text, '$(check) SAGE 2.31x');
     assert.equal(stub.state.statusBarItem.tooltip, CORRECT.summary);
     assert.equal(stub.state.statusBarItem.command, 'sage.benchmarkFile');
+});
+
+test('while a benchmark runs the status bar says so, and its click cancels it on the server', async () => {
+    stub.setActiveEditor(editor());
+    await activate();
+    let finish;
+    responses['sage.benchmark'] = () => new Promise((resolve) => (finish = resolve));
+    responses['sage.cancelBenchmark'] = { cancelled: true, attempt_id: 7, message: 'cancelling the benchmark of k.py' };
+    const running = vscode.commands.executeCommand('sage.benchmarkFile');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(stub.state.statusBarItem.text, '$(sync~spin) SAGE: benchmarking…');
+    assert.equal(stub.state.statusBarItem.command, 'sage.cancelBenchmarkFile');
+    responses['sage.lastResult'] = { ...CORRECT, result: null, running: true };
+    await vscode.commands.executeCommand(stub.state.statusBarItem.command);
+    assert.deepEqual(serverCommands().find((c) => c[0] === 'sage.cancelBenchmark'), ['sage.cancelBenchmark', ['file:///ws/kernels/k.py']]);
+    const told = stub.calls.filter((c) => c.name === 'window.showInformationMessage').map((c) => c.args[0]);
+    assert.deepEqual(told, ['SAGE: cancelling the benchmark of k.py']);
+    finish(CORRECT);
+    await running;
+    assert.equal(stub.state.statusBarItem.text, '$(check) SAGE 2.31x');
+    assert.equal(stub.state.statusBarItem.command, 'sage.benchmarkFile');
+});
+
+test('a window opened while an evaluation runs shows it running (after a reload)', async () => {
+    stub.setActiveEditor(editor());
+    responses['sage.lastResult'] = { ...CORRECT, result: null, running: true };
+    await activate();
+    assert.equal(stub.state.statusBarItem.text, '$(sync~spin) SAGE: benchmarking…');
+    assert.equal(stub.state.statusBarItem.command, 'sage.cancelBenchmarkFile');
+});
+
+test('the server is started detached, so a reload or restart does not kill an evaluation in flight', async () => {
+    await activate();
+    assert.equal(LanguageClient.instances.at(-1).serverOptions.options.detached, true);
 });
 
 test('benchmark kernel under cursor passes the cursor line', async () => {

@@ -93,6 +93,10 @@ test('status text: nothing yet, speedup, failure, stale', () => {
     assert.equal(statusText({ ...summary, stale: true }).text, '$(check) SAGE 1.50x $(history)');
     const unverified = { ...summary, result: { ...summary.result, speedup: 52.5, speedup_trusted: false } };
     assert.equal(statusText(unverified).text, '$(check) SAGE 52.50x (unverified)');
+    // Running says so over whatever result there was, and how to cancel.
+    const running = statusText({ ...summary, running: true });
+    assert.equal(running.text, '$(sync~spin) SAGE: benchmarking…');
+    assert.match(running.tooltip, /Click to cancel it/);
 });
 
 const { renderProfileHtml } = require('../out/profileView.js');
