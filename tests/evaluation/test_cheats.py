@@ -31,9 +31,8 @@ def test_cheating_candidate_is_caught(harness, path: Path):
     # What timing measured comes with a failure: a cheat that escapes on a loaded machine says how.
     why = (result.status, result.message, result.speedup, result.compile_info.get("checks"), result.phases)
     if expected == "no gain" and result.status == "correct":
-        # Defeated without a verdict: its credited speedup is the one on new inputs, where it computes everything.
-        fresh = result.compile_info["checks"]["fresh_inputs"]
-        assert fresh["credited"] > 1.0 and result.speedup is not None and result.speedup < 0.9, why
+        # Defeated without a verdict: credited no faster than the reference (it recomputes everything on new inputs).
+        assert result.speedup is not None and result.speedup < 1.0, why
         return
     assert result.status == ("rejected" if expected == "no gain" else expected), why
     assert not result.correct and result.speedup is None

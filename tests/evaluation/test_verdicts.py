@@ -121,9 +121,10 @@ def test_every_evaluation_draws_its_seed_and_a_given_seed_is_used(harness, eval_
 
 
 def test_a_speedup_past_the_threshold_is_trusted_where_the_profile_shows_every_byte_moved(harness, eval_cache):
-    # A diagonal matmul done as a row scale: an algebraic shortcut, fewer FLOPs, a real speedup.
+    # A diagonal matmul done as a row scale: an algebraic shortcut, fewer FLOPs, a real speedup
+    # (its size: a 384 x 384 one read 11x on a CPU with AMX, under the threshold).
     reference = (
-        "import torch\nimport torch.nn as nn\n\nN = 384\nM = 384\n\nclass Model(nn.Module):\n"
+        "import torch\nimport torch.nn as nn\n\nN = 1024\nM = 256\n\nclass Model(nn.Module):\n"
         "    def forward(self, a, b):\n        return torch.diag(a) @ b\n\n"
         "def get_inputs():\n    return [torch.randn(N), torch.randn(N, M)]\n\ndef get_init_inputs():\n    return []\n"
     )
@@ -255,7 +256,8 @@ def test_a_numerics_switch_the_candidate_flipped_is_reset_before_its_timed_calls
         "        ModelNew.calls += 1\n"
         '        if ModelNew.calls > 20 and torch.get_float32_matmul_precision() != "highest":\n'
         "            return torch.zeros(a.shape[0], b.shape[1])\n"
-        "        return torch.matmul(a, b)\n"
+        # In float64: right whatever the switch does to float32 (bfloat16 on a CPU with AMX).
+        "        return torch.matmul(a.double(), b.double()).float()\n"
     )
     result = harness.evaluate(fixture_task("matmul"), candidate)
     assert result.status == "correct", result.message

@@ -10,8 +10,8 @@ The churn's swaps reach past a quarter of the rows or columns in most
 calls, so most timed calls recompute everything too, and on an idle machine
 its fresh/churned ratio against the reference's reads 1.9-2.0, at the bound
 (on a loaded one, 2.1-2.4, past it). Either way it gains nothing: rejected,
-or correct with its credited speedup the fresh one, below the reference's
-(0.58x-0.63x measured idle).
+or correct and credited below the reference's speed (0.58x-0.63x measured
+idle, its fresh speedup; 0.93x on an overloaded machine).
 
 task: matmul_512
 expect: no gain
