@@ -4,7 +4,7 @@ The interpreter runs each program instance as numpy code, so it checks
 correctness; its times say nothing about a GPU or NPU. Timing is still
 measured (it shows a runaway kernel) but marked unrepresentative, and no
 speedup is reported. The candidate's run is wrapped in the interpreter
-checks (`child/interp_run.py`: bf16 as the device computes it, bounds,
+checks (`child/fidelity/run.py`: bf16 as the device computes it, bounds,
 every autotune config), and every verdict names the Triton it ran on beside
 the one the team's hosts run (`Config.triton_version`).
 """
@@ -35,7 +35,7 @@ def installed_triton() -> str | None:
 class TritonInterpreterBackend(SandboxBackend):
     name = "triton"
     timing_representative = False
-    candidate_hook = "sage_engine.evaluation.child.interp_run:TritonRun"
+    candidate_hook = "sage_engine.evaluation.child.fidelity.run:TritonRun"
 
     def version_note(self) -> str:
         """Which Triton a verdict speaks for: the one installed here, and the hosts' when it differs."""

@@ -28,9 +28,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation.child import ascend_ops
-from sage_engine.evaluation.child.interp_autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
-from sage_engine.evaluation.child.interp_run import InterpreterChecks
+from sage_engine.evaluation.child.fidelity import ascend_ops
+from sage_engine.evaluation.child.fidelity.autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
+from sage_engine.evaluation.child.fidelity.run import InterpreterChecks
 from sage_engine.evaluation.protocol import Event, Fail, HookReport, Request
 
 MAX_GRID = 65535
