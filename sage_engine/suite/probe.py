@@ -4,7 +4,7 @@ The runner `run_probe` (named in the request as
 `sage_engine.suite.probe:run_probe`) receives a task and a budget. For each
 case it estimates the reference's cost at the benchmark's sizes on the meta
 device (no memory, no arithmetic: shapes, bytes and matmul/conv FLOPs), then
-halves size slots (`sizes.py`) until the estimate fits, checking every step
+halves size slots (`sage_engine/sizes.py`) until the estimate fits, checking every step
 on the meta device so a halving that breaks a shape constraint is undone.
 Where a reference cannot run on the meta device (`.item()`, `.tolist()` in
 its builders) the shapes written in the case stand in for the cost, and each
@@ -24,7 +24,7 @@ import time
 import types
 from typing import Any
 
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 # A halving is kept only if it cuts the estimated cost by at least this factor.
 MIN_GAIN = 0.95

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.host.tasks import load_task
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 PROBE_RUNNER = "sage_engine.suite.probe:run_probe"
 

@@ -3,13 +3,13 @@ checked at after its declared cases.
 
 A kernel that hard-codes its sizes (a block as long as the row, no mask on
 the tail, a grid computed for the declared shape) passes at the declared
-case and nowhere else. From the integers that size the task (`suite.sizes`:
+case and nowhere else. From the integers that size the task (`sage_engine.sizes`:
 module constants and case-row sizes, the slots `--scale cpu` halves), each
 task gets, derived from its first case:
 
 - `odd`: every size about halved and made odd (never a power of two);
   a size too small to halve (17 or less: `out_channels = 7`, an element of
-  `input_shape`, `suite.sizes.small_extent`) about doubled and odd instead,
+  `input_shape`, `sizes.small_extent`) about doubled and odd instead,
   past the next power of two (a kernel that assumes it fits one block of 8);
 - `small`: every size about an eighth, a multiple of 8 (a batch an eighth);
   no size goes below 16 (a batch excepted): `tl.dot` and most vector units
@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from sage_engine.evaluation.protocol import Variant
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 MAX_ALTERNATIVES = 3
 # Sizes a variant never goes below (batches excepted): the smallest tile of a

@@ -6,7 +6,9 @@ of `input_shape = (3, 240, 240)`), or an integer inside a case row (an
 element of NPUKernelBench's `"[128, 256]"` column text, of a MultiKernelBench
 `"shape": [1, 128, 4096]`). CPU scaling halves slots; this module finds them,
 proposes the halvings and writes the result back. Pure and standard-library
-only: the probe in the sandbox child imports it.
+only: the probe in the sandbox child imports it. It sits beside `syntax.py`,
+below both the suite (scaling, the probe) and the evaluation (the shape
+variants), so that neither has to import the other for it.
 """
 
 from __future__ import annotations
