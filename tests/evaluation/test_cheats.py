@@ -29,11 +29,11 @@ def test_cheating_candidate_is_caught(harness, path: Path):
     task_id, expected = _header(path)
     result = harness.evaluate(fixture_task(task_id), path.read_text())
     # What timing measured comes with a failure: a cheat that escapes on a loaded machine says how.
-    why = (result.status, result.message, result.speedup, result.compile_info.get("checks"), result.phases)
+    why = (result.status, result.message, result.speedup, result.compile_info.checks, result.phases)
     if expected == "no gain" and result.status == "correct":
         # Defeated without a verdict: its credited speedup is the one on new inputs, where it computes everything.
-        fresh = result.compile_info["checks"]["fresh_inputs"]
-        assert fresh["credited"] > 1.0 and result.speedup is not None and result.speedup < 0.9, why
+        fresh = result.compile_info.checks.fresh_inputs
+        assert fresh.credited > 1.0 and result.speedup is not None and result.speedup < 0.9, why
         return
     assert result.status == ("rejected" if expected == "no gain" else expected), why
     assert not result.correct and result.speedup is None
