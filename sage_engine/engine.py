@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.host.confine import Confinement
     from sage_engine.evaluation.host.tasks import Task
-    from sage_engine.report.suite_page import SuitePage
+    from sage_engine.report.suite_page import Kind, SuitePage
     from sage_engine.suite.check import SuiteCheck
     from sage_engine.suite.common import ImportedTask
 
@@ -426,12 +426,12 @@ class Engine:
             import xml.etree.ElementTree as ET
 
             root = ET.fromstring(svg)
-            return screenshot(svg, path, width=int(root.get("width")), height=int(root.get("height")))
+            return screenshot(svg, path, width=int(root.attrib["width"]), height=int(root.attrib["height"]))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(svg, encoding="utf-8")
         return path
 
-    def suite_report(self, path: Path | str, *, kind: str, backend: str, total: int | None = None) -> "SuitePage":
+    def suite_report(self, path: Path | str, *, kind: "Kind", backend: str, total: int | None = None) -> "SuitePage":
         """An HTML report of a suite (`report.suite_page.SuitePage`), rewritten as each row is added."""
         from sage_engine.report.suite_page import SuitePage
 
@@ -531,7 +531,7 @@ class Engine:
         overwrite: bool = False,
         max_cases: int | None = None,
         scale: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> list["ImportedTask"]:
         """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
         `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
@@ -545,7 +545,7 @@ class Engine:
         jobs: int | None = None,
         trials: int | None = None,
         task_ids: Sequence[str] | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
+        progress: ProgressCallback | None = None,
         rows: Path | str | None = None,
         report: Path | str | None = None,
     ) -> "SuiteCheck":

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,6 +189,12 @@ def test_no_package_has_an_import_circle():
         mods = modules(top)
         found.update(package_circles(graph(top), {n for n, p in mods.items() if p.name == "__init__.py"}))
     assert found == {}
+
+
+def test_the_type_checker_covers_both_packages():
+    # scripts/test runs mypy with these settings: a new type error anywhere fails it.
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert sorted(mypy["files"]) == sorted(PACKAGES)
 
 
 def test_the_surfaces_reach_the_engine_only_through_its_facade():

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
-from pygls.workspace import TextDocument
+from pygls.workspace import TextDocument, Workspace
 
 from sage_engine import kernels as kernel_finder
 from sage_engine.engine import Engine
@@ -35,13 +35,19 @@ T = TypeVar("T")
 class ActionHost(Protocol):
     """What the memory commands need of the language server that runs them."""
 
-    engine: Engine
     backend: str | None
     documents: Documents
     episodes: dict[str, int]
     attempts: dict[str, EvalResult]
-    workspace: Any
-    client_capabilities: types.ClientCapabilities
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def client_capabilities(self) -> types.ClientCapabilities: ...
 
     def refresh_lenses(self) -> None: ...
 

@@ -34,9 +34,11 @@ T = TypeVar("T")
 class EvaluationHost(Protocol):
     """What evaluations need of the language server that starts them."""
 
-    engine: Engine
     documents: Documents
     episodes: dict[str, int]
+
+    @property
+    def engine(self) -> Engine: ...
 
     def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]: ...
 
@@ -189,8 +191,11 @@ class Evaluations:
                     )
                 except Exception:
                     log.exception("benchmark on save of %s failed", uri)  # the next save tries again
-                snapshot = self.saved.pop(uri, None)
-                running = self._start_saved(snapshot) if snapshot is not None else None
+                waiting = self.saved.pop(uri, None)
+                if waiting is None:
+                    break
+                snapshot = waiting
+                running = self._start_saved(snapshot)
         finally:
             self._save_loops.pop(uri, None)
 

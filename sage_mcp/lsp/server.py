@@ -142,7 +142,9 @@ class SageLanguageServer(LanguageServer):
             return
         self.evaluations.close(self.actions.closer(engine))
 
-    def progress(self, title: str) -> Progress:
+    # pygls's own progress(params) sends a bare $/progress and nothing here calls
+    # it; the name is this server's work-done reporter, which the editor code uses.
+    def progress(self, title: str) -> Progress:  # type: ignore[override]
         return Progress(self, title)
 
     # ------------------------------------------------------------- publishing

@@ -29,7 +29,7 @@ first). Parsed, never run: the server never executes a reference.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from sage_engine.evaluation.protocol import Variant
 from sage_engine import sizes
@@ -88,7 +88,7 @@ def _slots(source: str, row: dict[str, Any]) -> list[sizes.Slot]:
     return [s for s in module + sizes.case_slots(row) if (sizes.scalable(s) or sizes.small_extent(s)) and not LAYOUT.search(s.name)]
 
 
-def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: str) -> list[dict]:
+def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size: Callable[[sizes.Slot], int], source: str) -> list[dict[str, Any]]:
     new = {s.key: size(s) for s in slots}
     changed = [s for s in slots if new[s.key] != s.value]
     if not changed:
@@ -100,7 +100,7 @@ def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: st
     shrunk = [s for s in changed if new[s.key] < s.value]
     choices = [changed] + ([shrunk] if shrunk and len(shrunk) < len(changed) else [])
     choices += [groups[v] for v in sorted(groups, reverse=True)] if len(groups) > 1 else []
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for chosen in choices:
         candidate = _row(row, {s.key: new[s.key] for s in chosen}, source)
         if candidate not in rows and candidate != row:

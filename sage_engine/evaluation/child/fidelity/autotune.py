@@ -279,9 +279,7 @@ def install_libentry(autotuner: Any) -> None:
         allowed = {"prune_configs_by", "reset_to_zero", "restore_value", "pre_hook", "post_hook"}
         return triton.autotune(configs=configs, key=key, **{k: v for k, v in kwargs.items() if k in allowed})
 
-    module.libentry = libentry
-    module.libtuner = libtuner
-    module.LibEntry = lambda fn, *a, **k: fn
+    vars(module).update(libentry=libentry, libtuner=libtuner, LibEntry=lambda fn, *a, **k: fn)
     sys.modules["triton.runtime.libentry"] = module
     import triton.runtime
 

@@ -50,6 +50,8 @@ def install(interpreter: Any) -> None:
     rewriter = interpreter.FunctionRewriter
     base = type(rewriter.ast_transformer)
 
+    # Its base is the interpreter's own transformer class, known only once
+    # triton is loaded: no static type names it.
     class ElementwiseBoolOps(base):  # type: ignore[misc, valid-type]
         def visit_Assign(self, node: ast.Assign) -> ast.AST:
             # The interpreter's own visit_Assign wraps the value without visiting it.
