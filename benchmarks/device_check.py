@@ -214,7 +214,7 @@ def stage_timing(args: argparse.Namespace) -> dict[str, Any]:
             result, wall = evaluate(harness, dataclasses.replace(task, forbid=()), own_candidate(task.reference_source), trials=1)
             row: dict[str, Any] = {"task": task.id, "status": result.status, "wall_s": round(wall, 1)}
             if result.status == "correct" and result.reference_timing is not None:
-                case = result.compile_info.get("timed_case") or {}
+                case = result.compile_info.timed_case or {}
                 row.update(sage_ms=result.reference_timing.median_ms, self_speedup=result.speedup, **in_process_ms(task, case))
                 if row["do_bench_ms"]:
                     row["sage_over_do_bench"] = row["sage_ms"] / row["do_bench_ms"]
@@ -279,7 +279,8 @@ def verdict(result: Any) -> str:
     if result.status in ("rejected", "incorrect"):
         return "rejected"
     if result.status == "correct":
-        other_streams = (result.compile_info.get("checks") or {}).get("other_streams") or []
+        checks = result.compile_info.checks
+        other_streams = (checks.other_streams if checks is not None else None) or []
         if "candidate" in other_streams and (result.speedup or 0) < 1.5:
             return "counted"
         return "believed"

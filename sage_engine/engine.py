@@ -51,7 +51,7 @@ from sage_engine.models import (
 from sage_engine.services.episodes import EpisodeService, episode_key
 from sage_engine.services.evaluation import EvaluationService
 from sage_engine.services import runs
-from sage_engine.services.jobs import Job, Jobs, Ledger, memory_key
+from sage_engine.services.jobs import Job, Jobs, Ledger, RunningNote, memory_key
 from sage_engine.services.memory import STARTER, MemoryService
 from sage_engine.services.rulebook import RulebookService
 from sage_engine.services.team import Caller, check_admin, is_team, set_mode
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.host.confine import Confinement
     from sage_engine.evaluation.host.tasks import Task
-    from sage_engine.report.suite_page import SuitePage
+    from sage_engine.report.suite_page import Kind, SuitePage
     from sage_engine.suite.check import SuiteCheck
     from sage_engine.suite.common import ImportedTask
 
@@ -335,11 +335,11 @@ class Engine:
             raise NotFound(f"no attempt with id {attempt_id}")
         return job
 
-    def evaluations_elsewhere(self) -> list[dict[str, Any]]:
+    def evaluations_elsewhere(self) -> list[RunningNote]:
         """This user's evaluations of this memory running in another process
-        on this machine (`Ledger` entries: attempt id, task, candidate path
+        on this machine (`Ledger` notes: attempt id, task, candidate path
         and hash, last progress message)."""
-        return [e for e in self.ledger.entries() if e.get("pid") != os.getpid() and e.get("owner") == self.user]
+        return [n for n in self.ledger.entries() if n.pid != os.getpid() and n.owner == self.user]
 
     def cancel_evaluation(self, attempt_id: int) -> bool:
         """Cancel a running evaluation of this user's, in this process or
@@ -351,8 +351,8 @@ class Engine:
                 return False
             job.cancel.set()
             return True
-        entry = self.ledger.get(attempt_id)
-        if entry is None or entry.get("owner") != self.user:
+        note = self.ledger.get(attempt_id)
+        if note is None or note.owner != self.user:
             self.store.episodes.attempt(attempt_id)  # NotFound for an id never stored
             return False
         self.ledger.request_cancel(attempt_id)
@@ -451,12 +451,12 @@ class Engine:
             import xml.etree.ElementTree as ET
 
             root = ET.fromstring(svg)
-            return screenshot(svg, path, width=int(root.get("width")), height=int(root.get("height")))
+            return screenshot(svg, path, width=int(root.attrib["width"]), height=int(root.attrib["height"]))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(svg, encoding="utf-8")
         return path
 
-    def suite_report(self, path: Path | str, *, kind: str, backend: str, total: int | None = None) -> "SuitePage":
+    def suite_report(self, path: Path | str, *, kind: "Kind", backend: str, total: int | None = None) -> "SuitePage":
         """An HTML report of a suite (`report.suite_page.SuitePage`), rewritten as each row is added."""
         from sage_engine.report.suite_page import SuitePage
 
@@ -556,7 +556,7 @@ class Engine:
         overwrite: bool = False,
         max_cases: int | None = None,
         scale: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> list["ImportedTask"]:
         """Convert NPUKernelBench / MultiKernelBench / KernelBench tasks into SAGE task directories;
         `scale="cpu"` sizes them for a CPU in the sandbox (cpu backend)."""
@@ -570,7 +570,7 @@ class Engine:
         jobs: int | None = None,
         trials: int | None = None,
         task_ids: Sequence[str] | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
+        progress: ProgressCallback | None = None,
         rows: Path | str | None = None,
         report: Path | str | None = None,
     ) -> "SuiteCheck":

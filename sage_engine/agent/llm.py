@@ -175,7 +175,9 @@ def _with_cache_breakpoint(messages: Sequence[dict[str, Any]]) -> list[dict[str,
     if not out:
         return out
     last = out[-1]
-    blocks = [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else [dict(b) for b in last["content"]]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else [dict(b) for b in last["content"]]
+    )
     if blocks:
         blocks[-1]["cache_control"] = {"type": "ephemeral"}
     last["content"] = blocks

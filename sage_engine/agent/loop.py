@@ -93,11 +93,22 @@ def solve_task(
 
 
 class _Episode:
-    def __init__(self, engine, llm, task_ref, settings, order, resume_episode, stop, events, progress):
-        self.engine: Engine = engine
-        self.llm: LLM = llm
-        self.ref: str = task_ref
-        self.s: AgentSettings = settings
+    def __init__(
+        self,
+        engine: "Engine",
+        llm: LLM,
+        task_ref: str,
+        settings: AgentSettings,
+        order: int,
+        resume_episode: int | None,
+        stop: threading.Event | None,
+        events: Events | None,
+        progress: Callable[[str], None] | None,
+    ) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.ref = task_ref
+        self.s = settings
         self.stop = stop or threading.Event()
         self.emit: Events = events or (lambda e: None)
         self.say = progress or (lambda m: None)
@@ -275,14 +286,17 @@ class _Episode:
         attempt = self.best or (self.attempts[-1] if self.attempts else None)
         attempt_id = attempt.result.attempt_id if attempt else None
         self._check_stop()
+        episode_id = self.episode_id
+        if episode_id is None:  # retrieval opened it: a run with memory always has one
+            raise EpisodeGone("no episode was opened")
         try:
-            report = self.engine.record_adoption(self.episode_id, late, attempt_id=attempt_id, lesson=lesson)
+            report = self.engine.record_adoption(episode_id, late, attempt_id=attempt_id, lesson=lesson)
         except InvalidInput as exc:
             if lesson is None:
                 raise
             # Nothing was stored (one transaction): close it again without the lesson.
             self.record.notes.append(f"lesson not stored: {exc}")
-            report = self.engine.record_adoption(self.episode_id, late, attempt_id=attempt_id)
+            report = self.engine.record_adoption(episode_id, late, attempt_id=attempt_id)
         except (Conflict, NotFound) as exc:
             raise EpisodeGone(str(exc)) from exc
         self.reported.update({a.id: a for a in late})
@@ -343,7 +357,8 @@ class _Episode:
             self.record.notes.append("the lesson had no title or content")
             return None
         code = raw.get("code")
-        tags = raw.get("tags") if isinstance(raw.get("tags"), list) else []
+        given = raw.get("tags")
+        tags = given if isinstance(given, list) else []
         return Lesson(
             title=title[: cfg.max_title_chars],
             content=content[: cfg.max_content_chars],

@@ -30,6 +30,7 @@ from sage_engine.errors import BackendUnavailable, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.progress import Progress, TaskID
 
     from sage_engine.engine import Engine
 
@@ -221,8 +222,8 @@ class _Progress:
 
     def __init__(self, console: "Console | None", total: int, done: int):
         self.console = console
-        self._progress = None
-        self._overall = None
+        self._progress: Progress | None = None
+        self._overall: TaskID | None = None
         self._lock = threading.Lock()
         if console is not None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -260,7 +261,8 @@ class _Progress:
                 self._progress.remove_task(line)
             if record is not None:
                 self.solved += record.solved
-                self._progress.advance(self._overall)
+                if self._overall is not None:
+                    self._progress.advance(self._overall)
                 speed = (
                     f" {record.best_speedup:.2f}x"
                     if record.best_speedup

@@ -164,6 +164,8 @@ class RunState:
     def _apply(self, event: dict[str, Any]) -> None:
         self.events.append(event)
         kind, task = event.get("event"), event.get("task")
+        if not isinstance(task, str):  # every event this state writes names its task
+            return
         if kind == "started" and task not in self.finished:
             self.started[task] = event.get("episode_id")
         elif kind == "finished":

@@ -254,7 +254,9 @@ class TaskContext:
     terms: frozenset[str]
 
     @classmethod
-    def of(cls, query: str, *, family=None, operator=None, backend=None, hardware=None) -> "TaskContext":
+    def of(
+        cls, query: str, *, family: str | None = None, operator: str | None = None, backend: str | None = None, hardware: str | None = None
+    ) -> "TaskContext":
         return cls(family, operator, backend, hardware, frozenset(words(query)))
 
 

@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from sage_engine.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from sage_engine.memory.store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +36,10 @@ class MiniLMEmbedder:
     name = "minilm"
     dim = 384
     # One copy of the weights per process, however many engines embed.
-    _model = None
+    _model: Any = None  # a sentence-transformers model, imported only when first used
     _lock = threading.Lock()
 
-    def _load(self):
+    def _load(self) -> Any:
         cls = type(self)
         with cls._lock:
             if cls._model is None:
@@ -85,7 +88,7 @@ class DenseIndex:
     floats is a 150 MB matrix product away from an answer; fine at this scale).
     The matrix is reloaded when another process has added vectors."""
 
-    def __init__(self, store, embedder: Embedder):
+    def __init__(self, store: Store, embedder: Embedder):
         self.store, self.embedder = store, embedder
         self._ids: np.ndarray = np.zeros(0, dtype=np.int64)
         self._matrix: np.ndarray = np.zeros((0, embedder.dim), dtype=np.float32)

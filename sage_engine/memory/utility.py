@@ -45,14 +45,15 @@ def episode_reward(attempts: Iterable[AttemptOutcome], config: Config) -> tuple[
     correct = [a for a in attempts if a.correct]
     if not correct:
         return -config.delta, {"no_correct": -config.delta}
-    timed = [a for a in correct if a.candidate_ms and a.candidate_ms > 0]
-    best = min((a.candidate_ms for a in timed), default=0.0)  # type: ignore[type-var]
+    # (time, speedup) of each correct attempt that was timed, in order.
+    timed = [(a.candidate_ms, a.speedup) for a in correct if a.candidate_ms is not None and a.candidate_ms > 0]
+    best = min((ms for ms, _ in timed), default=0.0)
     if config.reward_mode == "paper":
-        z = 1.0 - best / timed[0].candidate_ms if timed else 0.0  # type: ignore[operator]
+        z = 1.0 - best / timed[0][0] if timed else 0.0
         return z, {"z": z}
     # The reference's median in the same evaluation: candidate time x speedup.
-    references = [a.candidate_ms * a.speedup for a in timed if a.speedup and a.speedup > 0]  # type: ignore[operator]
-    z = max(0.0, 1.0 - best / min(timed[0].candidate_ms, *references)) if references else 0.0  # type: ignore[type-var, operator]
+    references = [ms * speedup for ms, speedup in timed if speedup is not None and speedup > 0]
+    z = max(0.0, 1.0 - best / min(timed[0][0], *references)) if references else 0.0
     parts = {"correct": config.correct_bonus, "z": z}
     speedups = [a.speedup for a in correct if a.speedup and a.speedup > 0]
     if speedups:

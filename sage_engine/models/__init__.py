@@ -3,7 +3,8 @@
 These are the values that cross the Engine boundary. They carry no behaviour
 beyond validation; the math lives in `memory/` and `evaluation/`. The
 profile of an evaluation (where its time goes) and the machine's measured
-limits live in `profile.py` and are named here too.
+limits live in `profile.py`, what each backend adds to a result in
+`compile_info.py`; they are named here too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,20 @@ from pydantic import Field
 
 from sage_engine.evaluation.protocol.reports import CaseResult, TimingStats
 from sage_engine.models.base import ProgressCallback, _Model
+from sage_engine.models.compile_info import (
+    AutotuneChecked,
+    Checks,
+    CompileInfo,
+    DeviceInfo,
+    DeviceTime,
+    FreshInputs,
+    FrontEndInfo,
+    HarnessInfo,
+    InputsCrossing,
+    InterpreterInfo,
+    InterpreterVersions,
+    KernelLaunch,
+)
 from sage_engine.models.profile import BandwidthPoint, KernelTime, MachineLimits, Profile, SideProfile
 
 ItemKind = Literal["experience", "rule"]
@@ -334,7 +349,9 @@ class EvalResult(_Model):
     )
     diagnostics: list[Diagnostic] = Field(default_factory=list)
     versions: dict[str, str] = Field(default_factory=dict)
-    compile_info: dict[str, object] = Field(default_factory=dict)
+    compile_info: CompileInfo = Field(
+        default_factory=CompileInfo, description="What the backend adds: the case timed, the checks run, the compiler's verdict"
+    )
     phases: dict[str, float] = Field(
         default_factory=dict,
         description="Seconds per phase: startup, import (compile), correctness, timing, model_calls",

@@ -45,7 +45,9 @@ _CUDA = ("Torch not compiled with CUDA", "Found no NVIDIA driver", "CUDA driver"
 
 
 def cannot_run(cause: str | None) -> bool:
-    return bool(cause) and cause.split(":")[0] in CANNOT_RUN
+    if not cause:
+        return False
+    return cause.split(":")[0] in CANNOT_RUN
 
 
 def blocking_requirement(requires: list[str], backend: str) -> tuple[str, str] | None:

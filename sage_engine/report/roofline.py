@@ -454,7 +454,9 @@ def _lines(chart: Chart, f: _Frame, compact: bool) -> list[str]:
 
 def _marks(chart: Chart, f: _Frame, compact: bool, uid: str) -> tuple[list[str], list[str]]:
     """The two points and the arrow between them; their labels apart (drawn unclipped)."""
-    where = {m.role: (f.x(m.x), f.y(m.y)) for m in chart.marks if _finite(m.x) and _finite(m.y) and m.x > 0 and m.y > 0}
+    where: dict[str, tuple[float, float]] = {
+        m.role: (f.x(m.x), f.y(m.y)) for m in chart.marks if _finite(m.x) and _finite(m.y) and m.x > 0 and m.y > 0
+    }
     out, labels = [], []
     r = 3 if compact else 5
     if "reference" in where and "candidate" in where:
@@ -495,7 +497,7 @@ def _side(role: str, label: str, x: float, f: _Frame) -> bool:
 def _label(m: Mark, x: float, y: float, f: _Frame, marks: dict[str, Mark], where: dict[str, tuple[float, float]]) -> str:
     """A point's label; on the same side as the reference's and as high, below or above it."""
     right = _side(m.role, m.label, x, f)
-    dy = 4
+    dy = 4.0
     ref = where.get("reference")
     if (
         m.role == "candidate"

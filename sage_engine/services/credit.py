@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import Conflict
 from sage_engine.memory import utility
 from sage_engine.memory.store import Store
+from sage_engine.memory.store.sql import Row
 from sage_engine.models import AdoptionReport, CloseReason, UtilityUpdate
 from sage_engine.services.team import is_team
 
@@ -29,7 +31,7 @@ from sage_engine.services.team import is_team
 NOT_EVIDENCE = frozenset({"sandbox_error", "host_error", "task_error"})
 
 
-def attempt_outcome(row) -> utility.AttemptOutcome:
+def attempt_outcome(row: Row) -> utility.AttemptOutcome:
     """An attempt as ATU counts it: a correct kernel whose speedup is
     unverified (`speedup_trusted` 0) counts as correct, with no time and no
     speedup: neither the improvement term nor the speedup term takes it."""
@@ -39,7 +41,7 @@ def attempt_outcome(row) -> utility.AttemptOutcome:
     return utility.AttemptOutcome(correct, row["candidate_ms"], row["speedup"])
 
 
-def own_task(episode, attempts) -> str | None:
+def own_task(episode: Row, attempts: Sequence[Row]) -> str | None:
     """The task an episode's evidence must be about: its own, or (an
     episode opened with free text) the task its first attempt evaluated."""
     if not episode["task_free"]:
@@ -72,8 +74,9 @@ def close_and_credit(store: Store, config: Config, episode_id: int, reason: Clos
     shown = list(dict.fromkeys(absorbed.values()))
     adopted: dict[int, float] = {}
     for r in records.adoptions(episode_id):
-        target = absorbed.get(r["item_id"], r["item_id"])
-        adopted[target] = max(adopted.get(target, 0.0), r["weight"])
+        item: int = r["item_id"]
+        owner = absorbed.get(item, item)
+        adopted[owner] = max(adopted.get(owner, 0.0), r["weight"])
     uncounted: set[int] = set()
     if is_team(store, config):
         # One person's adoptions move a bounded amount, per episode and per day.
@@ -166,6 +169,6 @@ def absorber(store: Store, item_id: int) -> int:
     return item_id
 
 
-def outcome_text(row) -> str:
+def outcome_text(row: Row) -> str:
     """How a closed episode ended, for messages."""
     return "without credit: it had no attempt" if row["reward"] is None else f"reward {row['reward']:+.3f}"

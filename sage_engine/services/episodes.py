@@ -23,7 +23,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from sage_engine.config import Config
 from sage_engine.errors import Conflict, InvalidInput, SageError
@@ -31,15 +31,18 @@ from sage_engine.memory import consolidation as ugc
 from sage_engine.memory import validation
 from sage_engine.memory.retrieval import Filters, rank
 from sage_engine.memory.store import Store
+from sage_engine.memory.store.sql import Row
 from sage_engine.memory.text import approx_tokens, similarity
 from sage_engine.models import (
     Adoption,
     AdoptionReport,
     AttemptSummary,
     CloseReason,
+    ConsolidationReport,
     EpisodeDetail,
     EpisodeSummary,
     EvalResult,
+    Item,
     Lesson,
     NewItem,
     RetrievalResult,
@@ -49,7 +52,10 @@ from sage_engine.services.credit import close_and_credit, outcome_text
 from sage_engine.services.memory import MemoryService, clip_to_share, scored, visible
 from sage_engine.services.team import Caller, check_owner
 
-Consolidate = Callable[[Caller], object]
+if TYPE_CHECKING:
+    from sage_engine.evaluation.host.tasks import Task
+
+Consolidate = Callable[[Caller], ConsolidationReport]
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,9 @@ class EpisodeService:
         self._consolidate_if_due(closed, caller)
         return result
 
-    def _rank_and_log(self, episode_id, key: EpisodeKey, query, filters, k, dense, user) -> RetrievalResult:
+    def _rank_and_log(
+        self, episode_id: int, key: EpisodeKey, query: str, filters: Filters, k: int, dense: dict[int, float] | None, user: str | None
+    ) -> RetrievalResult:
         items = self.store.items
         pool = [s for s in items.gate_rows(kind="rule", status="resident") if _in_scope(s[0], filters, user)]
         if self.config.rulebook_scope == "task":
@@ -208,8 +216,9 @@ class EpisodeService:
                     "result": result.model_dump_json(exclude={"attempt_id", "episode_id", "created_at"}),
                 }
             )
-            for a in adopted:
-                self._adopt(episode_id, a, attempt_id, user, now)  # type: ignore[arg-type]
+            if episode_id is not None:  # adoptions come with one: checked above
+                for a in adopted:
+                    self._adopt(episode_id, a, attempt_id, user, now)
             return result.model_copy(update={"attempt_id": attempt_id, "episode_id": episode_id, "created_at": now})
 
     def attempt(self, attempt_id: int, caller: Caller) -> EvalResult:
@@ -252,8 +261,8 @@ class EpisodeService:
             added = None
             if new is not None:
                 added = self.memory.add_in_transaction(new, user=user, dedup=True, dense=dense)
-                if vector is not None and not added.merged:
-                    self.memory.dense.add(added.item.id, f"{new.title}\n{new.content}", vector)  # type: ignore[union-attr]
+                if vector is not None and self.memory.dense is not None and not added.merged:
+                    self.memory.dense.add(added.item.id, f"{new.title}\n{new.content}", vector)
             report = self._close(episode_id, "explicit") if close else AdoptionReport(episode_id=episode_id, closed=False)
             if added is not None:
                 report.new_item, report.lesson_merged = added.item, added.merged
@@ -334,7 +343,7 @@ class EpisodeService:
 
     # -------------------------------------------------------------- internals
 
-    def _open_row(self, episode_id: int, hint: str, caller: Caller):
+    def _open_row(self, episode_id: int, hint: str, caller: Caller) -> Row:
         row = self.store.episodes.get(episode_id)  # NotFound for an unknown id
         check_owner(row["author"], caller, f"episode {episode_id}", "start your own with retrieve_rules")
         if row["status"] != "open":
@@ -360,7 +369,7 @@ class EpisodeService:
     def _adopt(self, episode_id: int, a: Adoption, attempt_id: int | None, user: str | None, now: float) -> None:
         self.store.episodes.adopt(episode_id, a.id, attempt_id, a.evidence, a.weight, user, now)
 
-    def _lesson_item(self, lesson: Lesson, row, attempt_id: int | None) -> NewItem:
+    def _lesson_item(self, lesson: Lesson, row: Row, attempt_id: int | None) -> NewItem:
         tags = list(lesson.tags)
         hardware = row["hardware"]
         if attempt_id is not None:
@@ -368,10 +377,10 @@ class EpisodeService:
             # Compiler failures are what the memory should learn from: carry
             # the category and chip so retrieval can filter on them.
             tags += [d.category for d in result.diagnostics if d.category][:4]
-            chip = result.compile_info.get("chip") if isinstance(result.compile_info, dict) else None
+            chip = result.compile_info.chip
             if chip:
-                tags.append(str(chip))
-                hardware = hardware or str(chip)
+                tags.append(chip)
+                hardware = hardware or chip
         return NewItem(
             title=lesson.title,
             content=lesson.content,
@@ -400,7 +409,7 @@ class EpisodeService:
         if since >= every:
             done = self.consolidate(caller)
             if attach is not None:
-                attach.consolidation = done  # type: ignore[assignment]
+                attach.consolidation = done
 
 
 def _check_evidence(adopted: Sequence[Adoption]) -> None:
@@ -408,11 +417,11 @@ def _check_evidence(adopted: Sequence[Adoption]) -> None:
         validation.check_text(f"evidence for item {a.id}", a.evidence, 4000, required=False)
 
 
-def _in_scope(item, filters: Filters, user: str | None) -> bool:
+def _in_scope(item: Item, filters: Filters, user: str | None) -> bool:
     return visible(item, user) and (item.scope == "private" or item.scope in filters.scopes)
 
 
-def _summary(row, attempts: int) -> EpisodeSummary:
+def _summary(row: Row, attempts: int) -> EpisodeSummary:
     closed = row["status"] == "closed"
     return EpisodeSummary(
         id=row["id"],
@@ -432,7 +441,7 @@ def _summary(row, attempts: int) -> EpisodeSummary:
     )
 
 
-def attempt_result(row) -> EvalResult:
+def attempt_result(row: Row) -> EvalResult:
     """The stored result with the ids and time its columns hold."""
     result = EvalResult.model_validate_json(row["result"])
     return result.model_copy(update={"attempt_id": row["id"], "episode_id": row["episode_id"], "created_at": row["created_at"]})
@@ -448,7 +457,7 @@ def episode_key(
     client: str | None,
     scope: str | None,
     reference: str | None,
-    load_task: Callable[[str], object],
+    load_task: Callable[[str], Task],
 ) -> tuple[EpisodeKey, str]:
     """What an episode is about, and the retrieval query: a bundled task or
     reference contributes its operator, family and description (where the
@@ -465,10 +474,10 @@ def episode_key(
         t = None  # free text describing the operator is fine for retrieval
     task_free = int(t is None)
     if t is not None:
-        operator = operator or t.operator  # type: ignore[attr-defined]
-        family = family or t.family  # type: ignore[attr-defined]
-        description = f"{t.name} {t.description}"  # type: ignore[attr-defined]
-        task_key = t.id  # type: ignore[attr-defined]
+        operator = operator or t.operator
+        family = family or t.family
+        description = f"{t.name} {t.description}"
+        task_key = t.id
     if "\n" in task_key:
         task_key = "inline:" + hashlib.sha256(task_key.encode()).hexdigest()[:12]
     query = " ".join(filter(None, [task if t is None else "", operator, family, description, backend, hardware, (reference or "")[:2000]]))

@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable, InvalidInput
 from sage_engine.memory import validation
-from sage_engine.models import BackendStatus, MachineLimits, TaskSummary
+from sage_engine.models import BackendStatus, MachineLimits, ProgressCallback, TaskSummary
 
 if TYPE_CHECKING:
     from sage_engine.evaluation.harness import Harness
     from sage_engine.evaluation.host.tasks import Task
+    from sage_engine.suite.check import SuiteCheck
+    from sage_engine.suite.common import ImportedTask
 
 SUITE_DIR = Path(__file__).resolve().parents[1] / "suite" / "tasks"
 
@@ -88,8 +90,8 @@ class EvaluationService:
         overwrite: bool = False,
         max_cases: int | None = None,
         scale: str | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
-    ) -> list:
+        progress: ProgressCallback | None = None,
+    ) -> list[ImportedTask]:
         from sage_engine.suite.importers import import_tasks
 
         backend = self.harness.backend("cpu") if scale else None
@@ -105,10 +107,10 @@ class EvaluationService:
         jobs: int | None = None,
         trials: int | None = None,
         task_ids: Sequence[str] | None = None,
-        progress: Callable[[int, int, str], None] | None = None,
+        progress: ProgressCallback | None = None,
         rows: Path | str | None = None,
         report: Path | str | None = None,
-    ):
+    ) -> SuiteCheck:
         from sage_engine.suite.check import check_suite, select_tasks
 
         folder = self.check_path(Path(suite_dir)) if suite_dir is not None else None

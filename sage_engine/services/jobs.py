@@ -202,6 +202,36 @@ class Jobs:
                 del self._by_attempt[job.attempt_id]
 
 
+@dataclass(frozen=True)
+class RunningNote:
+    """An evaluation running in a process on this machine, as its `Ledger` entry says."""
+
+    attempt_id: int
+    pid: int
+    owner: str
+    started_at: float = 0.0
+    progress: str = ""  # its last progress message
+    task: str | None = None
+    candidate_hash: str | None = None
+    candidate_path: str | None = None
+    episode_id: int | None = None
+
+    @classmethod
+    def parse(cls, entry: dict[str, Any]) -> "RunningNote":
+        """From an entry's JSON; ValueError, KeyError or TypeError for one that is not an entry."""
+        text = {k: entry.get(k) for k in ("task", "candidate_hash", "candidate_path")}
+        episode = entry.get("episode_id")
+        return cls(
+            attempt_id=int(entry["attempt_id"]),
+            pid=int(entry["pid"]),
+            owner=str(entry["owner"]),
+            started_at=float(entry.get("started_at") or 0.0),
+            progress=str(entry.get("progress") or ""),
+            episode_id=int(episode) if episode is not None else None,
+            **{k: str(v) if v is not None else None for k, v in text.items()},
+        )
+
+
 class Ledger:
     """The evaluations running in this machine's processes, by attempt id,
     for one memory: a small file per evaluation that its process writes when
@@ -247,23 +277,22 @@ class Ledger:
         for suffix in (".json", ".cancel"):
             self._path(attempt_id, suffix).unlink(missing_ok=True)
 
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[RunningNote]:
         """Every evaluation running in a live process, oldest first."""
         found = []
         for path in sorted(self.root.glob("*.json")) if self.root.is_dir() else []:
             try:
-                entry = json.loads(path.read_text())
-                pid, attempt_id = int(entry["pid"]), int(entry["attempt_id"])
+                note = RunningNote.parse(json.loads(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError):
                 continue  # being replaced, or not an entry
-            if not _alive(pid):
-                self.remove(attempt_id)
+            if not _alive(note.pid):
+                self.remove(note.attempt_id)
                 continue
-            found.append(entry)
-        return sorted(found, key=lambda e: e.get("started_at") or 0)
+            found.append(note)
+        return sorted(found, key=lambda n: n.started_at)
 
-    def get(self, attempt_id: int) -> dict[str, Any] | None:
-        return next((e for e in self.entries() if e["attempt_id"] == attempt_id), None)
+    def get(self, attempt_id: int) -> RunningNote | None:
+        return next((n for n in self.entries() if n.attempt_id == attempt_id), None)
 
     def request_cancel(self, attempt_id: int) -> None:
         self._path(attempt_id, ".cancel").touch()

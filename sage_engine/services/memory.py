@@ -9,6 +9,8 @@ someone else wrote needs the admin role.
 
 from __future__ import annotations
 
+import builtins
+
 import json
 import os
 import time
@@ -105,8 +107,8 @@ class MemoryService:
         dense = self.dense.search(text, self.config.dedup_dense_pool, vector=vector) if self.dense is not None and dedup else None
         with self.store.transaction():
             result = self.add_in_transaction(new, user=user, dedup=dedup, dense=dense)
-            if vector is not None and not result.merged:
-                self.dense.add(result.item.id, text, vector)  # type: ignore[union-attr]
+            if vector is not None and self.dense is not None and not result.merged:
+                self.dense.add(result.item.id, text, vector)
             return result
 
     def add_in_transaction(self, new: NewItem, *, user: str | None, dedup: bool, dense: dict[int, float] | None) -> AddResult:
@@ -167,7 +169,17 @@ class MemoryService:
             raise NotFound(f"no memory item with id {item_id}; list items with `sage memory list` or search_memory")
         return item
 
-    def list(self, *, kind=None, status=None, scope=None, author=None, limit=50, offset=0, user: str | None) -> list[Item]:
+    def list(
+        self,
+        *,
+        kind: str | None = None,
+        status: str | None = None,
+        scope: str | None = None,
+        author: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        user: str | None,
+    ) -> list[Item]:
         if not 1 <= limit <= 1000 or offset < 0:
             raise InvalidInput("limit must lie in 1..1000 and offset must be >= 0")
         if scope:
@@ -176,7 +188,9 @@ class MemoryService:
             kind=kind, statuses=[status] if status else LISTED, scope=scope, author=author, viewer=user, limit=limit, offset=offset
         )
 
-    def search(self, query: str, *, k: int, backend=None, hardware=None, scope=None, user: str | None) -> list[ScoredItem]:
+    def search(
+        self, query: str, *, k: int, backend: str | None = None, hardware: str | None = None, scope: str | None = None, user: str | None
+    ) -> builtins.list[ScoredItem]:
         """Rank like retrieve, residents included, without opening an episode
         or logging anything (hover, inspection, `sage memory list -q`)."""
         validation.check_text("query", query, 4000, required=True)
@@ -222,12 +236,12 @@ class MemoryService:
             self.store.items.update(item_id, {"status": status, "status_reason": reason or None, "updated_at": time.time()})
             return self.store.items.get(item_id)
 
-    def residents(self, *, viewer: str | None) -> list[Item]:
+    def residents(self, *, viewer: str | None) -> builtins.list[Item]:
         """The resident rules `viewer` may see: the team's, and their own
         private ones (viewer None: the team's alone)."""
         return self.store.items.list(statuses=["resident"], viewer=viewer or "", shared_only=viewer is None)
 
-    def utility_history(self, item_id: int, *, user: str | None) -> list[UtilityUpdate]:
+    def utility_history(self, item_id: int, *, user: str | None) -> builtins.list[UtilityUpdate]:
         with self.store.transaction(write=False):
             self.get(item_id, user=user)  # NotFound for an unknown or hidden id
             return self.store.audit.utility_log(item_id=item_id)

@@ -108,11 +108,20 @@ class RulebookService:
         log.info("consolidation %s: promoted %s demoted %s", report.consolidation_id, report.promoted, report.demoted)
         return report, seen
 
-    def _apply(self, report, drafts, new_rules, existing, choice, now, user) -> None:
+    def _apply(
+        self,
+        report: ConsolidationReport,
+        drafts: list[Draft],
+        new_rules: list[Item],
+        existing: list[Item],
+        choice: ugc.RulebookChoice,
+        now: float,
+        user: str | None,
+    ) -> None:
         items = self.store.items
-        snapshot: dict[str, object] = {"statuses": {}, "created": []}
-        statuses: dict[str, str] = snapshot["statuses"]  # type: ignore[assignment]
-        created: list[int] = snapshot["created"]  # type: ignore[assignment]
+        # What a revert puts back: each changed item's status before, and the rules created.
+        statuses: dict[str, str] = {}
+        created: list[int] = []
         id_map: dict[int, int] = {}
         for rule, (group, _, _) in zip(new_rules, drafts):
             rows = [items.row(g.id) for g in group]
@@ -143,6 +152,7 @@ class RulebookService:
         report.promoted, report.demoted = promoted, demoted
         report.rulebook = items.list(statuses=["resident"])
         report.tokens = sum(r.tokens for r in report.rulebook)
+        snapshot = {"statuses": statuses, "created": created}
         report.consolidation_id = self.store.audit.add_consolidation(json.dumps(snapshot), user, now)
         self.store.audit.set_consolidation_report(report.consolidation_id, report.model_dump_json())
 
@@ -234,7 +244,7 @@ def _rule_item(
     backends = {g.backend for g in group if g.backend}
     hardware = {g.hardware for g in group if g.hardware}
     scope = group[0].scope
-    authors = sorted({a for g in group for a in (g.authors or [g.author]) if a})
+    authors = sorted({a for g in group for a in (g.authors if g.authors else [g.author]) if a})
     return Item(
         id=temp_id,
         kind="rule",

@@ -15,15 +15,18 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 from sage_engine.config import Config
 from sage_engine.memory.store import Store
-from sage_engine.models import Adoption, ConsolidationReport, EvalResult
+from sage_engine.models import Adoption, ConsolidationReport, EvalResult, ProgressCallback
 from sage_engine.services.episodes import EpisodeService
 from sage_engine.services.evaluation import EvaluationService
 from sage_engine.services.jobs import Job, Jobs, Ledger, Progress
 from sage_engine.services.team import Caller
+
+if TYPE_CHECKING:
+    from sage_engine.evaluation.host.tasks import Task
 
 
 class Runner(Protocol):
@@ -40,10 +43,22 @@ class Runner(Protocol):
     def caller(self) -> Caller: ...
 
     def resolve_candidate(self, candidate: str) -> tuple[str, str | None]: ...
-    def load_task(self, spec: str) -> Any: ...
+    def load_task(self, spec: str) -> Task: ...
     def candidate_hash(self, source: str) -> str: ...
-    def record_result(self, result: EvalResult, **kwargs: Any) -> EvalResult: ...
-    def consolidate(self, **kwargs: Any) -> ConsolidationReport: ...
+    def record_result(
+        self,
+        result: EvalResult,
+        *,
+        episode_id: int | None = None,
+        adopted: Sequence[Adoption] = (),
+        candidate_path: str | None = None,
+        request_id: str | None = None,
+        labels: tuple[str | None, str | None] = (None, None),
+        attempt_id: int | None = None,
+    ) -> EvalResult: ...
+    def consolidate(
+        self, *, dry_run: bool = False, budget_tokens: int | None = None, progress: ProgressCallback | None = None
+    ) -> ConsolidationReport: ...
 
 
 def start_evaluation(
@@ -105,7 +120,7 @@ def start_evaluation(
 
 
 def start_consolidation(engine: Runner, jobs: Jobs, *, dry_run: bool = False, budget_tokens: int | None = None) -> Job:
-    def work(progress: Progress, cancel: threading.Event):
+    def work(progress: Progress, cancel: threading.Event) -> ConsolidationReport:
         return engine.consolidate(dry_run=dry_run, budget_tokens=budget_tokens, progress=progress)
 
     return jobs.start("consolidation", work, owner=engine.user)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import os
 import queue
@@ -38,7 +39,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from sage_engine.config import Config
 from sage_engine.models import ProgressCallback
@@ -157,16 +158,16 @@ def check_suite(
                 return
             task = tasks[index]
             try:
-                results[index] = check_task(harness, task, backend=backend, trials=trials)
+                checked = results[index] = check_task(harness, task, backend=backend, trials=trials)
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                 errors.append(exc)
                 return
             with done_lock:
                 done[0] += 1
                 if page is not None:  # first, so a row in the rows file is on the page too
-                    page.add(suite_page.row_from_check(results[index].as_dict()))
+                    page.add(suite_page.row_from_check(checked.as_dict()))
                 if out is not None:
-                    out.write(json.dumps(results[index].as_dict()) + "\n")
+                    out.write(json.dumps(checked.as_dict()) + "\n")
                     out.flush()  # in the file as soon as it is known: a killed run keeps it
                 if progress:
                     progress(done[0], len(tasks), task.id)
@@ -188,14 +189,14 @@ def check_suite(
     if page is not None:
         page.finish()
     checks = [r for r in results if r is not None]
-    report = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1), {"before": load_before, "after": _load()}, checks)
-    report.summary = summarize(checks)
+    suite = SuiteCheck(backend, jobs, started, round(time.monotonic() - begin, 1), {"before": load_before, "after": _load()}, checks)
+    suite.summary = summarize(checks)
     for name in sorted({c.benchmark for c in checks}):
-        report.benchmarks[name] = summarize([c for c in checks if c.benchmark == name])
-    return report
+        suite.benchmarks[name] = summarize([c for c in checks if c.benchmark == name])
+    return suite
 
 
-def select_tasks(suite_dir: Path | None = None, task_ids: list[str] | tuple[str, ...] | None = None) -> list[Task]:
+def select_tasks(suite_dir: Path | None = None, task_ids: Sequence[str] | None = None) -> list[Task]:
     """The bundled suite, or every task directory in `suite_dir`; only `task_ids` when given."""
     from sage_engine.errors import NotFound
     from sage_engine.evaluation.host.tasks import list_suite
@@ -214,39 +215,37 @@ def select_tasks(suite_dir: Path | None = None, task_ids: list[str] | tuple[str,
 def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None = None) -> TaskCheck:
     """One task's reference against itself."""
     benchmark = str(task.origin.get("benchmark") or ("bundled" if _bundled(task) else "local"))
-    base = {"id": task.id, "benchmark": benchmark, "cases": len(task.case_rows)}
+    base = functools.partial(TaskCheck, id=task.id, benchmark=benchmark, cases=len(task.case_rows))
     requires = list(task.origin.get("requires") or _requirements(task))
     blocked = causes.blocking_requirement(requires, backend)
     if blocked:
-        return TaskCheck(**base, status="cannot_run", cause=blocked[0], detail=blocked[1])
+        return base(status="cannot_run", cause=blocked[0], detail=blocked[1])
     try:
         candidate = self_candidate(task)
     except (SyntaxError, ValueError) as exc:
-        return TaskCheck(**base, status="failed", cause="no Model class", detail=str(exc))
+        return base(status="failed", cause="no Model class", detail=str(exc))
     start = time.monotonic()
     try:
         result = harness.evaluate(dataclasses.replace(task, forbid=()), candidate, backend=backend, trials=trials)
     except BackendUnavailable:
         raise
     except SageError as exc:
-        return TaskCheck(**base, status="failed", cause="not evaluable", detail=str(exc), seconds=round(time.monotonic() - start, 2))
-    timing = {
-        "reference_ms": result.reference_timing.median_ms if result.reference_timing else None,
-        "candidate_ms": result.candidate_timing.median_ms if result.candidate_timing else None,
-        "seconds": round(result.duration_s, 2),
-    }
-    variants = [v.model_dump() for v in result.variants]
+        return base(status="failed", cause="not evaluable", detail=str(exc), seconds=round(time.monotonic() - start, 2))
+    timed = functools.partial(
+        base,
+        reference_ms=result.reference_timing.median_ms if result.reference_timing else None,
+        candidate_ms=result.candidate_timing.median_ms if result.candidate_timing else None,
+        seconds=round(result.duration_s, 2),
+        variants=[v.model_dump() for v in result.variants],
+    )
     if result.status == "correct":
         nulls, degenerate = null_checks(harness, task, backend=backend, trials=trials)
         bound, share = suite_page.point_of(result)
         chart = roofline.chart_for(result).model_dump(mode="json") if result.profile is not None else None
-        return TaskCheck(
-            **base,
+        return timed(
             status="correct",
             speedup=result.speedup,
             detail=result.message,
-            **timing,
-            variants=variants,
             nulls=nulls,
             degenerate=result.degenerate or degenerate,
             bound=bound,
@@ -259,7 +258,7 @@ def check_task(harness: Harness, task: Task, *, backend: str, trials: int | None
         if randomness.random_in_forward(tree):
             cause = "not reproducible: random numbers in forward"
     status = "cannot_run" if causes.cannot_run(cause) else "failed"
-    return TaskCheck(**base, status=status, cause=cause, detail=detail, **timing, variants=variants)
+    return timed(status=status, cause=cause, detail=detail)
 
 
 NULL_WHY = {
@@ -408,7 +407,7 @@ def _requirements(task: Task) -> list[str]:
 
 
 def _imports_from(candidate: str, roots: tuple[str, ...]) -> bool:
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(syntax.parse(candidate)):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)

@@ -153,7 +153,7 @@ def _scale_all(tasks: list[ImportedTask], backend: Any, progress: ProgressCallba
             task.notes.append(report.error)
         elif report.scaled_cases:
             task.notes.append(f"sized for CPU: {report.scaled_cases} case(s) scaled down (originals in task.json)")
-        task.notes.extend(report.notes or [])
+        task.notes.extend(report.notes)
 
 
 def _unique(tid: str, path: Path, taken: set[str]) -> str:

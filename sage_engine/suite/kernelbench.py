@@ -94,7 +94,8 @@ def _rewrite(text: str, originals: list[ast.stmt], before: list[str], body: list
 
     def span(node: ast.stmt) -> tuple[int, int]:
         decorators = getattr(node, "decorator_list", None)
-        return (decorators[0].lineno if decorators else node.lineno) - 1, node.end_lineno
+        # A parsed statement always has its end line (Python 3.8+ fills it in).
+        return (decorators[0].lineno if decorators else node.lineno) - 1, node.end_lineno or node.lineno
 
     def skip_dropped(upto: int) -> None:
         nonlocal cursor, done

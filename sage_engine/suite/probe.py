@@ -4,7 +4,7 @@ The runner `run_probe` (named in the request as
 `sage_engine.suite.probe:run_probe`) receives a task and a budget. For each
 case it estimates the reference's cost at the benchmark's sizes on the meta
 device (no memory, no arithmetic: shapes, bytes and matmul/conv FLOPs), then
-halves size slots (`sizes.py`) until the estimate fits, checking every step
+halves size slots (`sage_engine/sizes.py`) until the estimate fits, checking every step
 on the meta device so a halving that breaks a shape constraint is undone.
 Where a reference cannot run on the meta device (`.item()`, `.tolist()` in
 its builders) the shapes written in the case stand in for the cost, and each
@@ -24,7 +24,7 @@ import time
 import types
 from typing import Any
 
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 # A halving is kept only if it cuts the estimated cost by at least this factor.
 MIN_GAIN = 0.95
@@ -248,7 +248,8 @@ class _Search:
             report["notes"].append("sizes kept: the cost could not be estimated")
             return report
         report["original"] = cost.as_dict(self.opts)
-        path, failed = [(original, self.ms(cost))], set()
+        path: list[tuple[dict[tuple, int], float]] = [(original, self.ms(cost))]
+        failed: set[tuple] = set()
         current, cost = self.halve_while(original, cost, self.target, failed, path)
         if cost.method != "cpu" and self.ms(cost) < self.target * PROVE_ABOVE and current == original:
             report["final"] = report["original"]
@@ -277,7 +278,7 @@ class _Search:
             except BaseException as exc:
                 self.notes.append(f"sizes failed on the CPU: {_error(exc)}")
                 continue
-            values, real = self.halve_while(values, real, SLACK * self.target, set(failed), [(values, real.ms)])
+            values, real = self.halve_while(values, real, SLACK * self.target, set(failed), [(values, self.ms(real))])
             return values, _Cost(cost.method, cost.nbytes, cost.flops, real.ms)
         return None
 
@@ -300,7 +301,7 @@ def _constructor_sizes(
     for case in cases:
         search = _Search(source, case, seed, opts, False)
         costs.append(search.first_cost({s.key: s.value for s in search.slots}))
-    heavy = max(range(len(cases)), key=lambda i: costs[i].best_ms(opts) if costs[i] else 0.0)
+    heavy = max(range(len(cases)), key=lambda i: c.best_ms(opts) if (c := costs[i]) is not None else 0.0)
     report = _Search(source, cases[heavy], seed, opts, False, constructor).run()
     changed = [change for change in report["changes"] if change[0][0] == "attr"]
     follow = {old: new for _, old, new in changed if any(k[0] == "case" and (o, n) == (old, new) for k, o, n in report["changes"])}
@@ -316,7 +317,9 @@ def run_probe(request: Any, emit: Any) -> dict[str, Any]:
     source, seed = task.reference_source, task.seed
     cases = task.cases
     module_mode = cases == [{}]
-    constructor, searched, original_costs = [], cases, [None] * len(cases)
+    constructor: list[list] = []
+    searched = cases
+    original_costs: list[_Cost | None] = [None] * len(cases)
     if not module_mode:
         constructor, searched, original_costs = _constructor_sizes(source, cases, seed, opts, emit)
         source = sizes.apply_init(source, {tuple(k): new for k, _, new in constructor})
@@ -329,7 +332,8 @@ def run_probe(request: Any, emit: Any) -> dict[str, Any]:
             final = sizes.apply_case(case, {tuple(k): new for k, _, new in report["changes"]})
             before = {s.key: s.value for s in sizes.case_slots(cases[index])}
             report["changes"] = [[list(s.key), before[s.key], s.value] for s in sizes.case_slots(final) if before.get(s.key) != s.value]
-        if constructor and original_costs[index] is not None:
-            report["original"] = original_costs[index].as_dict(opts)
+        original = original_costs[index]
+        if constructor and original is not None:
+            report["original"] = original.as_dict(opts)
         out.append(report)
     return {"status": "correct", "message": "sized", "scale": out, "constructor": constructor}

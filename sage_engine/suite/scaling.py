@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.host.tasks import load_task
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 PROBE_RUNNER = "sage_engine.suite.probe:run_probe"
 
@@ -44,14 +44,14 @@ class CpuScale:
 class ScaleReport:
     task: str
     scaled_cases: int = 0
-    notes: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
     error: str | None = None
 
 
 def scale_task(task_dir: Path, backend: Any, settings: CpuScale = CpuScale()) -> ScaleReport:
     """Choose CPU sizes for the task in `task_dir` and write them into it."""
     task = load_task(task_dir)
-    report = ScaleReport(task.id, notes=[])
+    report = ScaleReport(task.id)
     request = dataclasses.replace(
         backend.build_request(task, "# sizing probe\n", 1),
         runner=PROBE_RUNNER,

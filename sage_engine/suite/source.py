@@ -89,11 +89,7 @@ def ensure_torch_import(tree: ast.Module) -> ast.Module:
 
 def _after_docstring(tree: ast.Module) -> int:
     first = tree.body[0] if tree.body else None
-    return (
-        1
-        if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and isinstance(first.value.value, str)
-        else 0
-    )
+    return 1 if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str) else 0
 
 
 def benchmark_imports(tree: ast.Module, packages: set[str]) -> set[str]:

@@ -153,6 +153,11 @@ def _dry_run(state: State, v: dict) -> None:
         click.echo(preview_prompts(engine, refs, strategy=v["strategy"], backend=backend, rounds=v["rounds"], k=v["k"]), nl=False)
 
 
+def _run_folder(run_dir: str | None, run_id: str) -> Path:
+    """Where a run keeps its state: --run-dir, or its own folder under sage-runs/."""
+    return Path(run_dir) if run_dir else Path("sage-runs") / run_id
+
+
 def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: str | None) -> None:
     from sage_engine.agent import RunState, Runner, get_strategy, new_settings, parse_price, select_tasks, strategy_config
     from sage_engine.engine import Engine
@@ -201,10 +206,9 @@ def _run(state: State, v: dict, explicit: set[str], concurrency: int, run_dir: s
                 max_tokens=max_tokens,
                 db_path=config.database,
             )
-            folder = Path(run_dir) if run_dir else Path("sage-runs") / settings.run_id
-            run_state = RunState.create(folder, settings)
+            run_state = RunState.create(_run_folder(run_dir, settings.run_id), settings)
         else:
-            run_state = RunState(Path(run_dir))
+            run_state = RunState(_run_folder(run_dir, settings.run_id))
         folder = run_state.dir
         done = len(run_state.finished)
         err_console.print(

@@ -70,6 +70,14 @@ class State:
 pass_state = click.make_pass_decorator(State)
 
 
+def root_state(ctx: click.Context) -> State:
+    """The `sage` group's options, which every subcommand runs under."""
+    state = ctx.find_object(State)
+    if state is None:
+        raise click.UsageError("run this command as a subcommand of `sage`")
+    return state
+
+
 def handle_errors(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -115,7 +123,7 @@ def json_option(fn: Callable) -> Callable:
 
     def callback(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
         if value:
-            ctx.find_object(State).as_json = True
+            root_state(ctx).as_json = True
         return value
 
     return click.option(
@@ -129,7 +137,7 @@ def db_option(fn: Callable) -> Callable:
 
     def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value is not None:
-            ctx.find_object(State).db = value
+            root_state(ctx).db = value
         return value
 
     return click.option(
@@ -147,7 +155,7 @@ def executor_option(fn: Callable) -> Callable:
 
     def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
         if value is not None:
-            ctx.find_object(State).executor = value
+            root_state(ctx).executor = value
         return value
 
     return click.option(

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from sage_mcp.cli.common import State, console, emit, err_console, handle_errors, json_option, pass_state, table
 from sage_mcp.cli.profile import render_limits, render_profile
+
+if TYPE_CHECKING:
+    from sage_engine.models import EvalResult
 
 # Which example solutions each backend runs (file-name prefix in solutions/).
 SOLUTION_PREFIX = {"cpu": "cpu_", "triton": "triton_", "ascend-compile": "ascend_", "npu": "ascend_", "cuda": "triton_"}
@@ -23,7 +27,7 @@ def _fmt_speedup(r) -> str:
     return f"{r.speedup:.2f}x" + (" (suspicious)" if r.suspicious_speedup else "")
 
 
-def render_result(r) -> None:
+def render_result(r: EvalResult) -> None:
     colour = "green" if r.status == "correct" else "red"
     console.print(
         f"[{colour}]{r.status}[/{colour}] · task {r.task} · {r.backend} on {r.hardware} · "
@@ -47,10 +51,15 @@ def render_result(r) -> None:
     for d in r.diagnostics:
         where = f"line {d.line}: " if d.line else ""
         console.print(f"  {d.severity} [{d.category}] {where}{d.message}", highlight=False, markup=False)
-    for key, value in (r.compile_info or {}).items():
+    for key, value in r.compile_info.model_dump(mode="json").items():
         console.print(f"  {key}: {value}", highlight=False, markup=False)
     if r.profile is not None:
         console.print(f"where the time goes: {r.profile.summary}", highlight=False, markup=False)
+
+
+def render_with_profile(r: EvalResult) -> None:
+    render_result(r)
+    render_profile(r)
 
 
 @click.command()
@@ -99,7 +108,7 @@ def bench(state: State, candidate, task, bench_backend, trials, episode_id, show
         result = state.engine.evaluate(
             str(Path(candidate).resolve()), task, backend=bench_backend, trials=trials, episode_id=episode_id, progress=progress
         )
-    emit(state, result, (lambda r: (render_result(r), render_profile(r))) if show_profile or ncu else render_result)
+    emit(state, result, render_with_profile if show_profile or ncu else render_result)
     if plot:
         # Drawn even without a profile: the chart says why it is empty.
         written = state.engine.write_roofline(result, plot)

@@ -4,8 +4,12 @@ for a host's measured limits (`sage backends calibrate`)."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from sage_mcp.cli.common import console, table
+
+if TYPE_CHECKING:
+    from sage_engine.models import EvalResult
 
 
 def _share(value: float | None) -> str:
@@ -25,10 +29,10 @@ def _bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
-def render_profile(r) -> None:
+def render_profile(r: EvalResult) -> None:
     """Both sides against the machine's measured limits, then their costliest kernels."""
     p = r.profile
-    if p is None:
+    if p is None or p.reference is None or p.candidate is None:  # judged profiles always have both sides
         console.print(
             "no profile: only a correct, timed candidate is profiled (and SAGE_PROFILE must not be off)", highlight=False, markup=False
         )

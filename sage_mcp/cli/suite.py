@@ -6,6 +6,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -112,7 +113,7 @@ def suite_run(state: State, level, family, task_ids, run_backend, suite_dir, rep
                     "speedup_note": r.speedup_note,
                     "reference_ms": r.reference_timing.median_ms if r.reference_timing else None,
                     "candidate_ms": r.candidate_timing.median_ms if r.candidate_timing else None,
-                    "front_end": (r.compile_info or {}).get("front_end"),
+                    "front_end": r.compile_info.front_end,
                     "message": r.message,
                 }
             )
@@ -175,23 +176,21 @@ def suite_import(state: State, path, dest, overwrite, max_cases, scale) -> None:
     with _progress() as bar:
         job = bar.add_task("importing", total=None)
 
-        def progress(done: int, total: int, message: str) -> None:
+        def progress(done: float, total: float | None, message: str) -> None:
             bar.update(job, completed=done, total=total, description=message[:60])
 
         imported = state.engine.import_tasks(path, dest, overwrite=overwrite, max_cases=max_cases, scale=scale, progress=progress)
     rows = [t.as_dict() for t in imported]
-    emit(
-        state,
-        rows,
-        lambda rs: (
-            table(
-                f"{len(rs)} tasks imported into {dest}",
-                ["id", "layout", "cases", "needs", "notes"],
-                [(r["id"], r["layout"], r["cases"], "; ".join(r["requires"]), "; ".join(r["notes"])) for r in rs],
-            ),
-            console.print(f"check them with: sage suite check {dest}"),
-        ),
-    )
+
+    def render(rs: list[dict[str, Any]]) -> None:
+        table(
+            f"{len(rs)} tasks imported into {dest}",
+            ["id", "layout", "cases", "needs", "notes"],
+            [(r["id"], r["layout"], r["cases"], "; ".join(r["requires"]), "; ".join(r["notes"])) for r in rs],
+        )
+        console.print(f"check them with: sage suite check {dest}")
+
+    emit(state, rows, render)
 
 
 @suite.command("check")
@@ -227,7 +226,7 @@ def suite_check(state: State, suite_dir, suite_name, check_backend, jobs, task_i
     with _progress() as bar:
         job = bar.add_task("checking", total=None)
 
-        def progress(done: int, total: int, message: str) -> None:
+        def progress(done: float, total: float | None, message: str) -> None:
             bar.update(job, completed=done, total=total, description=message[:60])
 
         report = state.engine.check_suite(

@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.uris import to_fs_path
-from pygls.workspace import TextDocument
+from pygls.workspace import TextDocument, Workspace
 
 from sage_engine import kernels as kernel_finder
 from sage_engine.engine import Engine
@@ -35,17 +35,23 @@ T = TypeVar("T")
 class ActionHost(Protocol):
     """What the memory commands need of the language server that runs them."""
 
-    engine: Engine
     backend: str | None
     documents: Documents
     episodes: dict[str, int]
     attempts: dict[str, EvalResult]
-    workspace: Any
-    client_capabilities: types.ClientCapabilities
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    @property
+    def client_capabilities(self) -> types.ClientCapabilities: ...
 
     def refresh_lenses(self) -> None: ...
 
-    def progress(self, title: str) -> Progress: ...
+    def work_progress(self, title: str) -> Progress: ...
 
     def window_show_message_request_async(self, params: types.ShowMessageRequestParams) -> Awaitable[types.MessageActionItem | None]: ...
 
@@ -98,7 +104,7 @@ class MemoryActions:
         return report.model_dump(mode="json")
 
     async def consolidate(self, dry_run: bool) -> dict[str, Any]:
-        async with self.ls.progress("SAGE: consolidating memory") as report:
+        async with self.ls.work_progress("SAGE: consolidating memory") as report:
             result = await self.in_worker(self.ls.engine.consolidate, dry_run=dry_run, progress=report)
         return result.model_dump(mode="json")
 

@@ -30,11 +30,10 @@ from typing import Any, Callable, Coroutine, Protocol, TypeVar
 from lsprotocol import types
 from pygls.workspace import TextDocument
 
-from sage_engine.engine import Engine
+from sage_engine.engine import Engine, Job, RunningNote
 from sage_engine.errors import Cancelled, InvalidInput, NotFound, SageError
 from sage_engine.kernels import Kernel, TaskLink, kernel_at
 from sage_engine.models import EvalResult
-from sage_engine.services.jobs import Job
 from sage_mcp.lsp.documents import Documents, language_of
 from sage_mcp.lsp.progress import Progress
 
@@ -42,6 +41,11 @@ log = logging.getLogger("sage.lsp")
 T = TypeVar("T")
 # How often a result another process is computing is looked for.
 ELSEWHERE_POLL_S = 0.5
+
+
+def _settle(done: asyncio.Future) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 async def _finished(job: Job, report: Callable[[float, float | None, str], None]) -> None:
@@ -53,7 +57,7 @@ async def _finished(job: Job, report: Callable[[float, float | None, str], None]
         if j.progress is not None:
             report(*j.progress)
         if j.finished:
-            loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            loop.call_soon_threadsafe(_settle, done)
 
     if job.subscribe(changed) is not None:
         await asyncio.shield(done)
@@ -62,15 +66,17 @@ async def _finished(job: Job, report: Callable[[float, float | None, str], None]
 class EvaluationHost(Protocol):
     """What evaluations need of the language server that starts them."""
 
-    engine: Engine
     documents: Documents
     episodes: dict[str, int]
+
+    @property
+    def engine(self) -> Engine: ...
 
     def summary(self, doc: TextDocument, result: EvalResult | None) -> dict[str, Any]: ...
 
     def evaluated(self, uri: str, result: EvalResult) -> None: ...
 
-    def progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress: ...
+    def work_progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress: ...
 
     def window_show_message(self, params: types.ShowMessageParams) -> None: ...
 
@@ -104,21 +110,21 @@ class Evaluations:
         """An evaluation of this document runs or waits for its turn."""
         return uri in self.running or uri in self.saved
 
-    def elsewhere(self, doc: TextDocument) -> dict[str, Any] | None:
+    def elsewhere(self, doc: TextDocument) -> RunningNote | None:
         """The evaluation of this document's text that another process on
         this machine runs (a server before the window reloaded), if any."""
         path = self.ls.documents.path_of(doc)
         if path is None or language_of(doc) != "python":
             return None
         digest = self.ls.documents.analysis(doc).digest
-        found = [e for e in self.ls.engine.evaluations_elsewhere() if e.get("candidate_path") == path]
-        return next((e for e in found if e.get("candidate_hash") == digest), None)
+        return next((n for n in self.ls.engine.evaluations_elsewhere() if n.candidate_path == path and n.candidate_hash == digest), None)
 
     def cancel(self, doc: TextDocument) -> dict[str, Any]:
         """Cancel the evaluation of this document running here or in another process."""
         engine = self.ls.engine
         job = self.jobs.get(doc.uri)
-        attempt = job.attempt_id if job is not None else (self.elsewhere(doc) or {}).get("attempt_id")
+        other = self.elsewhere(doc) if job is None else None
+        attempt = job.attempt_id if job is not None else (other.attempt_id if other is not None else None)
         if attempt is None:
             if doc.uri in self.running:  # waiting for its turn, or for its attempt id: it will not start
                 self._cancel_before_start.add(doc.uri)
@@ -234,19 +240,19 @@ class Evaluations:
                 self._cancel_before_start.discard(uri)
                 job.cancel.set()
             try:
-                async with self.ls.progress(f"SAGE: benchmarking {what}", on_cancel=job.cancel.set) as report:
+                async with self.ls.work_progress(f"SAGE: benchmarking {what}", on_cancel=job.cancel.set) as report:
                     await _finished(job, report)
             finally:
                 if self.jobs.get(uri) is job:
                     del self.jobs[uri]
         return job.outcome()
 
-    async def _await_elsewhere(self, entry: dict[str, Any], name: str) -> EvalResult:
+    async def _await_elsewhere(self, note: RunningNote, name: str) -> EvalResult:
         """The result of an evaluation another process runs: read from the
         memory once stored; Cancelled when that process ended without storing it."""
-        engine, attempt_id = self.ls.engine, int(entry["attempt_id"])
+        engine, attempt_id = self.ls.engine, note.attempt_id
         title = f"SAGE: benchmarking {Path(name).name} (started before the window reloaded)"
-        async with self.ls.progress(title, on_cancel=lambda: engine.ledger.request_cancel(attempt_id)) as report:
+        async with self.ls.work_progress(title, on_cancel=lambda: engine.ledger.request_cancel(attempt_id)) as report:
             while True:
                 try:
                     return await self.in_worker(engine.get_attempt, attempt_id)
@@ -261,8 +267,8 @@ class Evaluations:
                             f"the benchmark of {Path(name).name} started before the window reloaded ended without a result "
                             "(cancelled, or its server was stopped); benchmark it again"
                         ) from None
-                if now.get("progress"):
-                    report(0, None, str(now["progress"]))
+                if now.progress:
+                    report(0, None, now.progress)
                 await asyncio.sleep(ELSEWHERE_POLL_S)
 
     # ----------------------------------------------------------------- save
@@ -305,8 +311,11 @@ class Evaluations:
                     )
                 except Exception:
                     log.exception("benchmark on save of %s failed", uri)  # the next save tries again
-                snapshot = self.saved.pop(uri, None)
-                running = self._start_saved(snapshot) if snapshot is not None else None
+                waiting = self.saved.pop(uri, None)
+                if waiting is None:
+                    break
+                snapshot = waiting
+                running = self._start_saved(snapshot)
         finally:
             self._save_loops.pop(uri, None)
 

@@ -16,7 +16,7 @@ import functools
 import logging
 import os
 import sys
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
@@ -27,12 +27,11 @@ from sage_mcp.lsp.server import SageLanguageServer
 
 # LSP 3.17 "RequestFailed": the request was well formed but could not be done.
 REQUEST_FAILED = -32803
-T = TypeVar("T")
 
 server = SageLanguageServer()
 
 
-def _command(fn: Callable[..., Awaitable[T] | T]) -> Callable[..., Any]:
+def _command(fn: Callable[..., object]) -> Callable[..., Awaitable[Any]]:
     """Errors a user can fix go back as the request's error with SAGE's message
     (no traceback); anything else is pygls's internal error. Every command
     runs in `ls.commands`, so shutdown can answer one still running."""

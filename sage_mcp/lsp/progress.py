@@ -33,13 +33,12 @@ class Progress:
             try:
                 await asyncio.wait_for(self.ls.work_done_progress.create_async(token), timeout=10)
                 self.token = token
-                cancellable = self.on_cancel is not None
-                begin = types.WorkDoneProgressBegin(title=self.title, percentage=0, cancellable=cancellable)
+                on_cancel = self.on_cancel
+                begin = types.WorkDoneProgressBegin(title=self.title, percentage=0, cancellable=on_cancel is not None)
                 self.ls.work_done_progress.begin(token, begin)
-                if cancellable:
+                if on_cancel is not None:
                     # pygls cancels the token's future on window/workDoneProgress/cancel (the notification's Cancel button).
-                    on_cancel = self.on_cancel
-                    self.ls.work_done_progress.tokens[token].add_done_callback(lambda f: f.cancelled() and on_cancel())
+                    self.ls.work_done_progress.tokens[token].add_done_callback(lambda f: on_cancel() if f.cancelled() else None)
             except (asyncio.TimeoutError, JsonRpcException) as exc:
                 log.info("client refused progress: %s", exc)
         loop = asyncio.get_running_loop()

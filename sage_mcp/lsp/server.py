@@ -142,7 +142,8 @@ class SageLanguageServer(LanguageServer):
             return
         self.evaluations.close(self.actions.closer(engine))
 
-    def progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress:
+    def work_progress(self, title: str, on_cancel: Callable[[], None] | None = None) -> Progress:
+        """Work-done progress for a long request (pygls's own `progress` sends a bare $/progress)."""
         return Progress(self, title, on_cancel)
 
     # ------------------------------------------------------------- publishing
@@ -207,7 +208,7 @@ class SageLanguageServer(LanguageServer):
         link = self.documents.task_of(doc)
         other = self.evaluations.elsewhere(doc)
         # Another process's evaluation counts as running until its result is the one shown (it is stored before its note goes).
-        running = self.evaluations.busy(doc.uri) or (other is not None and (result is None or result.attempt_id != other["attempt_id"]))
+        running = self.evaluations.busy(doc.uri) or (other is not None and (result is None or result.attempt_id != other.attempt_id))
         if result is None:
             return {
                 "uri": doc.uri,

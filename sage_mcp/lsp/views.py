@@ -196,7 +196,7 @@ def _diagnostic(at: types.Range, message: str, full: str, uri: str, severity: ty
     return types.Diagnostic(range=at, message=message, severity=severity, source=SOURCE, code=code, related_information=related)
 
 
-def _diagnostic_line(d: Diagnostic, kernels: list[Kernel], line_count: int) -> int:
+def _diagnostic_line(d: Diagnostic, kernels: Sequence[Kernel], line_count: int) -> int:
     last = max(0, line_count - 1)
     if d.line is not None:
         return min(max(0, d.line - 1), last)
@@ -254,6 +254,8 @@ def hover_markdown(
 def profile_markdown(result: EvalResult) -> str:
     """Where the last result's time went: the binding limit, then the sentence to act on."""
     p = result.profile
+    if p is None:
+        return ""
     bound = {"memory": "memory-bound", "compute": "compute-bound", "latency": "launch/latency-bound"}.get(
         p.bound or "", "no measured limits"
     )

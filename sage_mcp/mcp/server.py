@@ -20,7 +20,6 @@ from typing import Annotated, Any, AsyncIterator, Callable
 import anyio
 import anyio.to_thread
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.resources import Resource
 from mcp.shared.exceptions import MCPError
@@ -36,7 +35,7 @@ from sage_engine.models import AdoptionReport, Item
 from sage_mcp.mcp.arguments import describe
 from sage_mcp.mcp.clients import connect_hint
 from sage_mcp.mcp.tasks import TASK_TOOLS, TaskMiddleware
-from sage_mcp.mcp.tools import INPUT_FAULTS, TOOLS, AppState, engine_of, refusal
+from sage_mcp.mcp.tools import INPUT_FAULTS, TOOLS, AppContext, AppState, engine_of, refusal
 
 log = logging.getLogger("sage_mcp.mcp.server")
 
@@ -145,7 +144,7 @@ def _fenced(text: str, info: str) -> str:
 # --------------------------------------------------------- resources, prompt
 
 
-async def item_resource(item_id: str, ctx: Context) -> str:
+async def item_resource(item_id: str, ctx: AppContext) -> str:
     if not item_id.isdigit():
         raise ResourceNotFoundError(f"item ids are integers, got {item_id!r}")
     try:
@@ -155,7 +154,7 @@ async def item_resource(item_id: str, ctx: Context) -> str:
     return item.model_dump_json(indent=2)
 
 
-async def attempt_roofline_resource(attempt_id: str, ctx: Context) -> str:
+async def attempt_roofline_resource(attempt_id: str, ctx: AppContext) -> str:
     if not attempt_id.isdigit():
         raise ResourceNotFoundError(f"attempt ids are integers, got {attempt_id!r}")
     engine = engine_of(ctx)
@@ -167,7 +166,7 @@ async def attempt_roofline_resource(attempt_id: str, ctx: Context) -> str:
         raise ResourceError(str(refusal(exc))) from exc
 
 
-async def task_resource(task_id: str, ctx: Context) -> str:
+async def task_resource(task_id: str, ctx: AppContext) -> str:
     engine = engine_of(ctx)
     try:
         summary, source = await anyio.to_thread.run_sync(lambda: (engine.get_task(task_id), engine.task_source(task_id)))
@@ -230,7 +229,8 @@ class SageServer(MCPServer):
             # Chained to the ValidationError still, so the SDK logs the field names, never the values.
             raise ToolError(f"Error executing tool {name}: {refusal(problem)}") from exc.__cause__
 
-    def tool(self, name: str) -> Tool:
+    def tool_named(self, name: str) -> Tool:
+        """A registered tool (the SDK's own `tool` is its decorator)."""
         found = self._tool_manager.get_tool(name)
         if found is None:
             raise MCPError(code=INVALID_PARAMS, message=f"unknown tool {name!r}")

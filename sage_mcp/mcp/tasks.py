@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 TASKS_VERSION = "2025-11-25"  # the revision whose core has tasks (2026-07-28 moves them to an extension)
 RELATED = "io.modelcontextprotocol/related-task"
-CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
 PAGE = 50  # tasks per tasks/list page
 POLL_MS = 1000  # the poll interval a task suggests: tasks/get reads memory, not the database
 CANCEL_WAIT_S = 30.0  # how long tasks/cancel waits for the evaluation's processes to go
@@ -88,9 +88,9 @@ def task_view(job: Job, poll_ms: int) -> dict[str, Any]:
 
 
 class Tools(Protocol):
-    """The server's tools by name (`SageServer.tool`)."""
+    """The server's tools by name (`SageServer.tool_named`)."""
 
-    def tool(self, name: str) -> Tool: ...
+    def tool_named(self, name: str) -> Tool: ...
 
 
 class TaskMiddleware:
@@ -142,10 +142,10 @@ class TaskMiddleware:
 
     async def _create(self, ctx: Any, params: Mapping[str, Any]) -> dict[str, Any]:
         name = params.get("name")
-        start = TASK_TOOLS.get(name) if isinstance(name, str) else None
-        if start is None:
+        if not isinstance(name, str) or name not in TASK_TOOLS:
             raise MCPError(code=METHOD_NOT_FOUND, message=f"{name!r} does not run as a task; these do: {', '.join(TASK_TOOLS)}")
-        tool = self.server.tool(name)
+        start = TASK_TOOLS[name]
+        tool = self.server.tool_named(name)
         try:
             args = tool.fn_metadata.validate_arguments(dict(params.get("arguments") or {}))
         except ValidationError as exc:
@@ -193,7 +193,7 @@ class TaskMiddleware:
         """Waits for the end (the spec's blocking read), then the tool's own result."""
         _, job = self._job(ctx, params)
         await follow(job, math.inf, None, cancel_on_abort=False)
-        tool = self.server.tool(job.meta.get("tool", ""))
+        tool = self.server.tool_named(job.meta.get("tool", ""))
         if job.error is None:
             result = tool.fn_metadata.convert_result(job.result)
         else:

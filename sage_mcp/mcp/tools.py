@@ -61,7 +61,11 @@ class AppState:
     background: anyio.abc.TaskGroup | None = None
 
 
-def state_of(ctx: Context) -> AppState:
+# The context the SDK hands each tool, typed by what this server's lifespan yields.
+AppContext = Context[AppState, Any]
+
+
+def state_of(ctx: AppContext) -> AppState:
     return ctx.request_context.lifespan_context
 
 
@@ -71,7 +75,7 @@ USER_HEADER = "x-sage-user"
 ROLE_HEADER = "x-sage-role"
 
 
-def engine_of(ctx: Context) -> Engine:
+def engine_of(ctx: AppContext) -> Engine:
     """The engine acting for whoever is calling: the HTTP token's name (and
     role), or the OS user that started a stdio server."""
     engine = state_of(ctx).engine
@@ -106,7 +110,7 @@ async def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise refusal(exc) from exc
 
 
-async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any) -> T:
+async def _call_with_progress(ctx: AppContext, fn: Callable[..., T], **kwargs: Any) -> T:
     """Run `fn(progress=callback, **kwargs)` on a worker thread and forward
     each callback to the client as a progress notification. (An evaluation
     runs as an engine job instead, `sage_mcp/mcp/waiting.py`, so it can
@@ -147,7 +151,7 @@ async def _call_with_progress(ctx: Context, fn: Callable[..., T], **kwargs: Any)
     return result
 
 
-def client_id(ctx: Context) -> tuple[str, bool]:
+def client_id(ctx: AppContext) -> tuple[str, bool]:
     """Who is calling, and whether that label names one agent.
 
     The label is the client's name and this server process, plus the
@@ -173,7 +177,7 @@ ID_BOUNDS = {"ge": 1, "lt": 2**63}
 
 
 async def retrieve_rules(
-    ctx: Context,
+    ctx: AppContext,
     task: Annotated[
         str, Field(description="Bundled task id (see list_tasks), path to a reference .py, or a sentence describing the operator")
     ],
@@ -226,7 +230,7 @@ WAIT_S = (
 
 
 async def compile_and_bench(
-    ctx: Context,
+    ctx: AppContext,
     candidate: Annotated[str, Field(description="Source of a module defining class ModelNew, or a path to such a .py file in the project")],
     task: Annotated[
         str, Field(description="Bundled task id, path to a reference .py, or reference source (class Model, get_inputs, get_init_inputs)")
@@ -270,7 +274,7 @@ def adoptions(adopted_ids: list[int]) -> list[Adoption]:
 
 
 async def get_result(
-    ctx: Context,
+    ctx: AppContext,
     attempt_id: Annotated[int, Field(description="The attempt_id compile_and_bench returned (status running or done)", **ID_BOUNDS)],
     wait_s: Annotated[float | None, Field(description=WAIT_S, ge=0, le=600)] = None,
 ) -> EvalResult:
@@ -288,7 +292,7 @@ async def get_result(
     return await _answer(ctx, job, wait_s, cancel_on_abort=False)
 
 
-async def _answer(ctx: Context, job: Job, wait_s: float | None, *, cancel_on_abort: bool) -> EvalResult:
+async def _answer(ctx: AppContext, job: Job, wait_s: float | None, *, cancel_on_abort: bool) -> EvalResult:
     engine = state_of(ctx).engine
     try:
         wait = engine.config.eval_wait_s if wait_s is None else wait_s
@@ -298,7 +302,7 @@ async def _answer(ctx: Context, job: Job, wait_s: float | None, *, cancel_on_abo
 
 
 async def record_adoption(
-    ctx: Context,
+    ctx: AppContext,
     episode_id: Annotated[int, Field(description="The episode from retrieve_rules", **ID_BOUNDS)],
     adopted: Annotated[list[Adoption], Field(description="Items that shaped your kernel: [{id, evidence}] with evidence saying how")] = [],  # noqa: B006
     attempt_id: Annotated[int | None, Field(description="Your best attempt (from compile_and_bench)", **ID_BOUNDS)] = None,
@@ -326,7 +330,7 @@ async def record_adoption(
 
 
 async def consolidate(
-    ctx: Context,
+    ctx: AppContext,
     dry_run: Annotated[bool, Field(description="Report what would change without writing")] = False,
     budget_tokens: Annotated[int | None, Field(description="Token budget of the resident rulebook (default from config)")] = None,
 ) -> ConsolidationReport:
@@ -343,7 +347,7 @@ async def consolidate(
 
 
 async def list_tasks(
-    ctx: Context,
+    ctx: AppContext,
     level: Annotated[int | None, Field(description="1 single op, 2 fused ops, 3 multi-op blocks")] = None,
     family: Annotated[str | None, Field(description="Operator family, e.g. 'elementwise', 'softmax'")] = None,
 ) -> list[TaskSummary]:
@@ -353,7 +357,7 @@ async def list_tasks(
 
 
 async def show_task(
-    ctx: Context,
+    ctx: AppContext,
     task: Annotated[str, Field(description="Bundled task id or path to a reference .py")],
 ) -> TaskDetail:
     """A task's summary and the PyTorch reference source your ModelNew must match
@@ -364,7 +368,7 @@ async def show_task(
 
 
 async def search_memory(
-    ctx: Context,
+    ctx: AppContext,
     query: Annotated[str, Field(description="What you are looking for, e.g. 'UB overflow tiling softmax'")],
     k: Annotated[int, Field(description="How many items: 1-50", ge=1, le=50)] = 10,
     backend: Annotated[str | None, Field(description="Only items for this backend (or for any)")] = None,
@@ -376,13 +380,13 @@ async def search_memory(
     return fit_items(await _call(engine_of(ctx).search_items, query, k=k, backend=backend, hardware=hardware, scope=scope))
 
 
-async def show_item(ctx: Context, item_id: Annotated[int, Field(description="Memory item id", **ID_BOUNDS)]) -> Item:
+async def show_item(ctx: AppContext, item_id: Annotated[int, Field(description="Memory item id", **ID_BOUNDS)]) -> Item:
     """One memory item in full: content, code, tags, utility, adoption counts, provenance."""
     return await _call(engine_of(ctx).get_item, item_id)
 
 
 async def add_experience(
-    ctx: Context,
+    ctx: AppContext,
     title: Annotated[str, Field(description="One line naming the insight")],
     content: Annotated[str, Field(description="What to do and why; when it does not apply")],
     code: Annotated[str | None, Field(description="A short code example")] = None,
@@ -410,19 +414,19 @@ async def add_experience(
     return await _call(engine_of(ctx).add_item, new)
 
 
-async def memory_stats(ctx: Context) -> MemoryStats:
+async def memory_stats(ctx: AppContext) -> MemoryStats:
     """Counts of items by kind and status, episodes, attempts, adoptions, the rulebook's
     size and the database path this server uses."""
     return await _call(engine_of(ctx).stats)
 
 
-async def show_episode(ctx: Context, episode_id: Annotated[int, Field(description="Episode id", **ID_BOUNDS)]) -> EpisodeDetail:
+async def show_episode(ctx: AppContext, episode_id: Annotated[int, Field(description="Episode id", **ID_BOUNDS)]) -> EpisodeDetail:
     """An episode in full: items shown, adoptions, attempts with status and speedup, and the
     utility updates applied when it closed."""
     return fit_episode(await _call(engine_of(ctx).get_episode, episode_id))
 
 
-async def ping(ctx: Context) -> dict[str, str]:
+async def ping(ctx: AppContext) -> dict[str, str]:
     """Check that the SAGE server is up, which memory database it uses and how candidates are
     confined (bubblewrap, or limits-only with the command that fixes it). Touches nothing."""
     state = state_of(ctx)

@@ -10,7 +10,7 @@ is stored once whoever asks.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 import anyio.from_thread
@@ -78,7 +78,7 @@ async def follow(job: Job, wait_s: float, sink: Sink | None, *, cancel_on_abort:
     return job.finished
 
 
-async def answer_evaluation(ctx: Context, engine: Engine, job: Job, wait_s: float, *, cancel_on_abort: bool) -> EvalResult:
+async def answer_evaluation(ctx: Context[Any, Any], engine: Engine, job: Job, wait_s: float, *, cancel_on_abort: bool) -> EvalResult:
     """The evaluation's stored result if it ends within `wait_s`, else
     `running`; raises what the evaluation ended with (a refusal, a cancel)."""
     if not await follow(job, wait_s, ctx.report_progress, cancel_on_abort=cancel_on_abort):

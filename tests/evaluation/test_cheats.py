@@ -29,7 +29,7 @@ def test_cheating_candidate_is_caught(harness, path: Path):
     task_id, expected = _header(path)
     result = harness.evaluate(fixture_task(task_id), path.read_text())
     # What timing measured comes with a failure: a cheat that escapes on a loaded machine says how.
-    why = (result.status, result.message, result.speedup, result.compile_info.get("checks"), result.phases)
+    why = (result.status, result.message, result.speedup, result.compile_info.checks, result.phases)
     if expected == "no gain" and result.status == "correct":
         # Defeated without a verdict: credited no faster than the reference (it recomputes everything on new inputs).
         assert result.speedup is not None and result.speedup < 1.0, why

@@ -61,7 +61,7 @@ def test_result_carries_identity_hardware_and_versions(harness):
     assert result.hardware.startswith(("x86_64-", "aarch64-"))
     assert {"python", "torch"} <= set(result.versions)
     assert result.duration_s > 0 and result.phases["correctness"] > 0
-    assert result.compile_info["timed_case"] == {"batch_size": 64, "dim": 8192}  # the largest case
+    assert result.compile_info.timed_case == {"batch_size": 64, "dim": 8192}  # the largest case
 
 
 def test_syntax_error_is_a_compile_error_at_its_line(harness):
@@ -152,10 +152,10 @@ def test_the_reference_as_its_own_candidate_passes_the_fresh_input_check(harness
         f"def get_inputs():\n    return {inputs}\n\ndef get_init_inputs():\n    return []\n"
     )
     result = assert_own_candidate_is_correct(harness, reference)
-    checks = result.compile_info["checks"]
-    assert checks["fresh_inputs_checked"] >= 1
+    checks = result.compile_info.checks
+    assert checks.fresh_inputs_checked >= 1
     # A call drawn from inside each timed batch was judged too, or it says why not (updated in place, inside a list).
-    assert checks["spot_checks"] + checks["spot_skipped"] >= 1
+    assert checks.spot_checks + checks.spot_skipped >= 1
 
 
 SPARSE_REFERENCE = (

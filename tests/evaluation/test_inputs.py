@@ -61,11 +61,11 @@ def task():
 def test_inputs_reach_the_candidate_in_shared_memory_with_only_headers_through_the_pipe(harness, task):
     result = harness.evaluate(task, RELU, trials=TRIALS)
     assert result.status == "correct", result.message
-    inputs = result.compile_info["checks"]["inputs"]
+    inputs = result.compile_info.checks.inputs
     size = ROWS * COLS * 4
-    assert inputs["via"] == "shared memory"
-    assert inputs["shared_bytes"] >= TRIALS * size
-    assert inputs["pipe_bytes"] < 16 << 10  # headers: a few hundred bytes a trial
+    assert inputs.via == "shared memory"
+    assert inputs.shared_bytes >= TRIALS * size
+    assert inputs.pipe_bytes < 16 << 10  # headers: a few hundred bytes a trial
 
 
 def test_a_candidate_that_changes_its_input_and_silences_its_own_process_is_caught(harness, task):

@@ -7,10 +7,10 @@ from sage_engine.evaluation.common.timing import DeviceTimer, get_timer, measure
 
 def test_stats_give_median_iqr_mean_min_in_milliseconds():
     s = stats([0.001, 0.002, 0.003, 0.004, 0.100])
-    assert s["median_ms"] == pytest.approx(3.0)
-    assert s["iqr_ms"] == pytest.approx(2.0)
-    assert s["min_ms"] == pytest.approx(1.0) and s["reps"] == 5
-    assert s["mean_ms"] == pytest.approx(22.0)
+    assert s.median_ms == pytest.approx(3.0)
+    assert s.iqr_ms == pytest.approx(2.0)
+    assert s.min_ms == pytest.approx(1.0) and s.reps == 5
+    assert s.mean_ms == pytest.approx(22.0)
 
 
 def test_alternating_rounds_stop_at_max_reps_and_alternate_order():

@@ -216,5 +216,5 @@ def test_timing_keeps_what_the_tasks_inputs_promise_too(eval_cache):
     with Harness(fast_config(eval_cache)) as harness:
         result = harness.evaluate(load_task(SORTED_GATHER), TRUSTS_ROW_ZERO)
     assert result.status == "correct", result.message
-    checks = result.compile_info["checks"]
-    assert checks["spot_checks"] >= 1 and checks["spot_skipped"] == 0, checks
+    checks = result.compile_info.checks
+    assert checks is not None and checks.spot_checks >= 1 and checks.spot_skipped == 0, checks

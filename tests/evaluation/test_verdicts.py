@@ -159,7 +159,7 @@ def test_a_full_hash_memo_gets_no_speedup_from_values_that_repeat(harness):
     assert result.status == "correct", result.message
     # Every timed call sees values no call saw before: the memo never answers.
     assert result.speedup < 2.0, result.speedup
-    assert result.compile_info["checks"]["churn_us"] > 0
+    assert result.compile_info.checks.churn_us > 0
 
 
 def test_a_call_drawn_from_inside_each_timed_batch_of_a_correct_kernel_is_judged_and_passes(harness):
@@ -172,9 +172,9 @@ def test_a_call_drawn_from_inside_each_timed_batch_of_a_correct_kernel_is_judged
     task = load_task(reference)
     result = harness.evaluate(task, as_own_candidate(task))
     assert result.status == "correct", result.message
-    checks = result.compile_info["checks"]
-    assert min(checks["inner_calls"].values()) > 1, checks  # batches of several calls, one drawn from each
-    assert checks["spot_checks"] >= 1 and checks["spot_skipped"] == 0, checks
+    checks = result.compile_info.checks
+    assert min(checks.inner_calls.values()) > 1, checks  # batches of several calls, one drawn from each
+    assert checks.spot_checks >= 1 and checks.spot_skipped == 0, checks
 
 
 def test_a_reference_that_fails_is_the_tasks_error_not_the_candidates(harness):
@@ -261,4 +261,4 @@ def test_a_numerics_switch_the_candidate_flipped_is_reset_before_its_timed_calls
     )
     result = harness.evaluate(fixture_task("matmul"), candidate)
     assert result.status == "correct", result.message
-    assert result.compile_info["checks"]["numerics_reset"] == ["float32_matmul_precision"]
+    assert result.compile_info.checks.numerics_reset == ["float32_matmul_precision"]

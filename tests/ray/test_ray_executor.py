@@ -226,6 +226,8 @@ async def test_hosts_and_evaluations_in_flight_are_visible(ray_cluster, tmp_path
         hosts = engine.evaluation_hosts()
         assert sum(h.total.get("NPU", 0) for h in hosts if h.alive) >= 2
         assert all("CPU" in h.total for h in hosts if h.alive)
+        # Nothing runs yet: every host's NPUs are free (read per node, not left at 0).
+        assert all(h.free.get("NPU", 0) == h.total.get("NPU", 0) for h in hosts if h.alive)
     listing = CliRunner().invoke(
         cli, ["--db", str(config.db_path), "--executor", "ray", "--json", "backends", "list"], env={"RAY_ADDRESS": ray_cluster.address}
     )

@@ -98,9 +98,9 @@ def test_the_ledger_shows_a_running_evaluation_to_other_processes_until_it_ends(
     ledger.publish(job)
     job.report(1, 3, "timing")
     ledger.publish(job)
-    (entry,) = ledger.entries()
-    assert entry["attempt_id"] == 12 and entry["pid"] == os.getpid() and entry["owner"] == "alice"
-    assert (entry["task"], entry["candidate_path"], entry["progress"]) == ("relu", "/ws/k.py", "timing")
+    (note,) = ledger.entries()
+    assert note.attempt_id == 12 and note.pid == os.getpid() and note.owner == "alice"
+    assert (note.task, note.candidate_path, note.progress) == ("relu", "/ws/k.py", "timing")
     release.set()
     job.wait(30)
     ledger.remove(12)

@@ -10,7 +10,7 @@ import pytest
 from sage_engine.config import Config
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import load_task
-from sage_engine.suite import sizes
+from sage_engine import sizes
 from sage_engine.suite.check import check_task
 from sage_engine.suite.importers import import_tasks
 

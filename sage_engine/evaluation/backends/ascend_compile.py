@@ -33,7 +33,7 @@ from sage_engine.evaluation.backends.base import SandboxBackend, Stamp, _Progres
 from sage_engine.evaluation.host.launch import Launch
 from sage_engine.evaluation.protocol import MAX_TASKS, TimingOptions
 from sage_engine.evaluation.host.tasks import Task
-from sage_engine.models import BackendStatus, Diagnostic, EvalResult, ProgressCallback
+from sage_engine.models import BackendStatus, CompileInfo, Diagnostic, EvalResult, KernelLaunch, ProgressCallback
 
 NAME = "ascend-compile"
 WORKER = "sage_engine.evaluation.child.ascend"
@@ -180,10 +180,10 @@ class AscendCompileBackend(SandboxBackend):
             return first
         hook = outcome.report.hook if outcome.report is not None else None
         launches = hook.launches if hook is not None else []
-        info: dict[str, Any] = {"chip": self.config.chip, "kernels": [_kernel_info(x) for x in launches]}
+        info = CompileInfo(chip=self.config.chip, kernels=[_kernel_info(x) for x in launches])
         checked = hook.autotune if hook is not None else {}
         if checked:
-            info["autotune"] = checked
+            info.autotune = results.autotune_checked(checked)
         if first.status == "compile_error" and any(d.category == "grid_too_large" for d in first.diagnostics):
             result = self._failed(
                 first,
@@ -209,7 +209,7 @@ class AscendCompileBackend(SandboxBackend):
                 if skipped:
                     result = result.model_copy(update={"diagnostics": result.diagnostics + skipped})
         elif first.status in ("correct", "incorrect"):
-            info.update(front_end="not_run", note="the candidate launched no @triton.jit kernel; nothing was lowered")
+            info.front_end, info.note = "not_run", "the candidate launched no @triton.jit kernel; nothing was lowered"
             result = first.model_copy(
                 update={
                     "compile_info": info,
@@ -224,8 +224,10 @@ class AscendCompileBackend(SandboxBackend):
                 }
             )
         else:
-            info["front_end"] = "not_run"
-            result = first.model_copy(update={"compile_info": {**first.compile_info, **info}})
+            info.front_end = "not_run"
+            # The interpreted run's own part (its checks) stays beside the gate's.
+            merged = first.compile_info.model_copy(update={name: getattr(info, name) for name in info.model_fields_set})
+            result = first.model_copy(update={"compile_info": merged})
         report.finish(result.status)
         return result
 
@@ -254,14 +256,15 @@ class AscendCompileBackend(SandboxBackend):
                 suspicious_speedup=self.config.suspicious_speedup,
                 last_progress="lowering kernels for the Ascend front end",
             )
-            return failed.model_copy(update={"compile_info": {"chip": self.config.chip, "front_end": "crashed"}})
+            return failed.model_copy(update={"compile_info": CompileInfo(chip=self.config.chip, front_end="crashed")})
         return [classify_kernel(k, "candidate.py") for k in outcome.runner_result["kernels"]]
 
-    def _failed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
+    def _failed(self, first: EvalResult, info: CompileInfo, verdicts: list[KernelVerdict], launches: list[dict[str, Any]]) -> EvalResult:
         failed = [v for v in verdicts if not v.passed]
         top = failed[0]
         _mark_kernels(info, verdicts, launches)
-        info.update(front_end="failed", category=top.category, tags=[top.category, self.config.chip])
+        category = top.category or "other"
+        info.front_end, info.category, info.tags = "failed", category, [category, self.config.chip]
         # One kernel specialised for fp32 and fp16 fails twice the same way:
         # one diagnostic per (kernel, category, line).
         diags, seen = [], set()
@@ -276,13 +279,13 @@ class AscendCompileBackend(SandboxBackend):
                 "correct": False,
                 "compile_info": info,
                 "diagnostics": diags,
-                "message": f"{top.category} in kernel {top.kernel} for {self.config.chip}: {top.message}{note}",
+                "message": f"{category} in kernel {top.kernel} for {self.config.chip}: {top.message}{note}",
             }
         )
 
-    def _passed(self, first: EvalResult, info: dict, verdicts: list[KernelVerdict], launches: list) -> EvalResult:
+    def _passed(self, first: EvalResult, info: CompileInfo, verdicts: list[KernelVerdict], launches: list[dict[str, Any]]) -> EvalResult:
         _mark_kernels(info, verdicts, launches)
-        info.update(front_end="passed", note=FRONT_END_NOTE)
+        info.front_end, info.note = "passed", FRONT_END_NOTE
         message = first.message
         if first.status == "correct":
             message = f"{first.message}; {FRONT_END_NOTE} ({self.config.chip})"
@@ -312,16 +315,28 @@ def skipped_configs(verdicts: list[KernelVerdict], launches: list, chip: str) ->
     return out, warnings
 
 
-def _kernel_info(launch: dict) -> dict[str, Any]:
-    return {
-        k: launch[k] for k in ("kernel", "grid", "signature", "constants", "specialization", "launches", "options", "config") if k in launch
-    }
+def _kernel_info(launch: dict[str, Any]) -> KernelLaunch:
+    return KernelLaunch.model_validate(
+        {
+            k: launch[k]
+            for k in ("kernel", "grid", "signature", "constants", "specialization", "launches", "options", "config")
+            if k in launch
+        }
+    )
 
 
-def _mark_kernels(info: dict, verdicts: list[KernelVerdict], launches: list) -> None:
-    """Per launch: the front end's verdict (one verdict per recorded launch, in order)."""
-    if len(verdicts) != len(launches):
+def _mark_kernels(info: CompileInfo, verdicts: list[KernelVerdict], launches: list[dict[str, Any]]) -> None:
+    """Per launch: the front end's verdict (one verdict per recorded launch, in
+    order), with the front end's details (`required_bits`, ...) beside it."""
+    if len(verdicts) != len(launches) or info.kernels is None:
         return
-    for entry, verdict in zip(info["kernels"], verdicts):
-        entry["front_end"] = "passed" if verdict.passed and not verdict.details.get("skipped_by_autotuner") else verdict.category
-        entry.update(verdict.details)
+    info.kernels = [
+        KernelLaunch.model_validate(
+            {
+                **entry.model_dump(),
+                "front_end": "passed" if verdict.passed and not verdict.details.get("skipped_by_autotuner") else verdict.category,
+                **verdict.details,
+            }
+        )
+        for entry, verdict in zip(info.kernels, verdicts)
+    ]

@@ -89,7 +89,7 @@ class Stamp:
 
 
 class Backend(ABC):
-    name: ClassVar[str]
+    name: str  # each backend class's own; an unavailable one stands in under the name asked for
     timing_representative: ClassVar[bool] = True
 
     def __init__(self, config: Config, pool: WorkerPool | None = None):
@@ -256,8 +256,9 @@ class SandboxBackend(Backend):
             spec = dataclasses.replace(spec, variants=variants_for(task, c.edge_scale))
         build = self.build_spec(source)
         env = dict(self.child_env(task, source))
-        for var, sub in build.vars.items() if build is not None else ():
-            env[var] = os.path.join(build.inside, sub) if sub else build.inside
+        if build is not None:
+            for var, sub in build.vars.items():
+                env[var] = os.path.join(build.inside, sub) if sub else build.inside
         timing_options = self.timing_options()
         return Request(
             token=secrets.token_hex(16),
@@ -352,6 +353,8 @@ class SandboxBackend(Backend):
 
     def ncu_metrics(self, task: Task, source: str, result: EvalResult) -> EvalResult:
         """Nsight Compute metrics in the profile: read on the cuda backend only (`device.py`)."""
+        if result.profile is None:
+            return result
         profile = result.profile.model_copy(deep=True)
         profile.notes.append(f"ncu metrics were asked for, but they are read on the cuda backend only, not {self.name}")
         return result.model_copy(update={"profile": profile})
@@ -436,14 +439,10 @@ class UnavailableBackend(Backend):
 
     def __init__(self, config: Config, name: str, reason: str, setup: str):
         super().__init__(config)
-        self._name, self.reason, self.setup = name, reason, setup
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        return self._name
+        self.name, self.reason, self.setup = name, reason, setup
 
     def status(self) -> BackendStatus:
-        return BackendStatus(name=self._name, ready=False, reason=self.reason, setup=self.setup, timing_representative=False)
+        return BackendStatus(name=self.name, ready=False, reason=self.reason, setup=self.setup, timing_representative=False)
 
     def evaluate(
         self,
@@ -455,7 +454,7 @@ class UnavailableBackend(Backend):
         cancel: threading.Event | None = None,
         stamp: Stamp = Stamp(),
     ) -> EvalResult:
-        raise BackendUnavailable(f"backend {self._name!r} is unavailable: {self.reason}. {self.setup}")
+        raise BackendUnavailable(f"backend {self.name!r} is unavailable: {self.reason}. {self.setup}")
 
 
 def get_backend(name: str, config: Config, pool: WorkerPool | None = None) -> Backend:

@@ -38,7 +38,7 @@ import os
 import secrets
 import shutil
 import sys
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from sage_engine.config import Config
 from sage_engine.errors import BackendUnavailable
@@ -119,7 +119,7 @@ class DeviceBackend(SandboxBackend):
             reason=f"{name} via torch.{self.module}; device-event timing with a cache flush",
         )
 
-    def setup(self, log=None, *, force: bool = False) -> None:
+    def setup(self, log: Callable[[str], None] | None = None, *, force: bool = False) -> None:
         """Nothing SAGE can install for a device: succeed when ready, else say what the host needs."""
         status = self.status()
         if not status.ready:
@@ -212,6 +212,8 @@ class CudaBackend(DeviceBackend):
 
     def ncu_metrics(self, task: Task, source: str, result: EvalResult) -> EvalResult:
         """`result` with `profile.ncu` filled, or a note saying why it is not."""
+        if result.profile is None:
+            return result
         profile = result.profile.model_copy(deep=True)
         ncu = shutil.which("ncu")
         if ncu is None:
@@ -221,7 +223,7 @@ class CudaBackend(DeviceBackend):
         else:
             request = self.build_request(task, source, 1)
             cases = request.task.cases
-            timed = result.compile_info.get("timed_case")
+            timed = result.compile_info.timed_case
             request = dataclasses.replace(
                 request,
                 runner=NCU_RUNNER,

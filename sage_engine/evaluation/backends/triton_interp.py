@@ -4,7 +4,7 @@ The interpreter runs each program instance as numpy code, so it checks
 correctness; its times say nothing about a GPU or NPU. Timing is still
 measured (it shows a runaway kernel) but marked unrepresentative, and no
 speedup is reported. The candidate's run is wrapped in the interpreter
-checks (`child/interp_run.py`: bf16 as the device computes it, bounds,
+checks (`child/fidelity/run.py`: bf16 as the device computes it, bounds,
 every autotune config), and every verdict names the Triton it ran on beside
 the one the team's hosts run (`Config.triton_version`).
 """
@@ -19,10 +19,11 @@ from typing import Any
 import threading
 
 from sage_engine.evaluation.backends.base import SandboxBackend, Stamp, _ProgressRelay
+from sage_engine.evaluation.host import results
 from sage_engine.evaluation.host.launch import Launch
-from sage_engine.evaluation.protocol import TimingOptions
+from sage_engine.evaluation.protocol import Outcome, TimingOptions
 from sage_engine.evaluation.host.tasks import Task
-from sage_engine.models import BackendStatus, EvalResult, ProgressCallback
+from sage_engine.models import BackendStatus, EvalResult, InterpreterVersions, ProgressCallback
 
 
 def installed_triton() -> str | None:
@@ -35,7 +36,7 @@ def installed_triton() -> str | None:
 class TritonInterpreterBackend(SandboxBackend):
     name = "triton"
     timing_representative = False
-    candidate_hook = "sage_engine.evaluation.child.interp_run:TritonRun"
+    candidate_hook = "sage_engine.evaluation.child.fidelity.run:TritonRun"
 
     def version_note(self) -> str:
         """Which Triton a verdict speaks for: the one installed here, and the hosts' when it differs."""
@@ -59,8 +60,8 @@ class TritonInterpreterBackend(SandboxBackend):
     ) -> EvalResult:
         report = _ProgressRelay(progress)
         result, outcome = self.run_sandbox(task, source, trials, report, cancel, stamp)
-        info = {"interpreter": {"triton": installed_triton(), "hosts": self.config.triton_version, "note": self.version_note()}}
-        result = with_hook_fields(result, outcome, info)
+        versions = InterpreterVersions(triton=installed_triton(), hosts=self.config.triton_version, note=self.version_note())
+        result = with_hook_fields(result, outcome, versions)
         report.finish(result.status)
         return result
 
@@ -86,6 +87,8 @@ class TritonInterpreterBackend(SandboxBackend):
         # The interpreter is ~1 ms per program instance: a few reps are plenty
         # for a number nobody should compare.
         options = super().timing_options()
+        if options is None:
+            return None
         return dataclasses.replace(options, warmup=1, min_reps=3, max_reps=20, budget_s=min(self.config.timing_budget_s, 0.5))
 
     def status(self) -> BackendStatus:
@@ -102,17 +105,20 @@ class TritonInterpreterBackend(SandboxBackend):
         )
 
 
-def with_hook_fields(result: EvalResult, outcome: Any, info: dict[str, Any]) -> EvalResult:
-    """`result` with what the interpreter checks reported (the autotune configs checked) in compile_info."""
+def with_hook_fields(result: EvalResult, outcome: Outcome | None, interpreter: InterpreterVersions) -> EvalResult:
+    """`result` with the Triton that ran and what the interpreter checks
+    reported (the autotune configs checked) in compile_info."""
     hook = outcome.report.hook if outcome is not None and outcome.report is not None else None
     update: dict[str, Any] = {}
+    info = result.compile_info.model_copy(deep=True)
+    info.interpreter = interpreter
     if hook is not None and hook.autotune:
-        info = {**info, "autotune": hook.autotune}
+        info.autotune = results.autotune_checked(hook.autotune)
         trials, failed = hook.autotune_trials, len(result.cases) - 1
         last = trials[failed] if 0 <= failed < len(trials) else {}
         if result.status == "incorrect" and last and "gives different results" not in result.message:
             # Each trial ran one config: the one that failed is the kernel to fix.
             ran = "; ".join(f"{kernel} ran config [{config}]" for kernel, config in last.items())
             update["message"] = f"{result.message} (autotuned: in that trial {ran})"
-    update["compile_info"] = {**result.compile_info, **info}
+    update["compile_info"] = info
     return result.model_copy(update=update)

@@ -12,6 +12,10 @@
   compile step in `ascend.py`, the device probe in `device.py`, the
   machine's limits in `calibration.py`, Nsight Compute in `ncu.py`), that routine.
 
+The interpreter backends' patches that make the CPU interpreters behave
+like the hardware (bf16, bounds, autotune configs, ...) live apart, in
+`fidelity/`: what is left here is the evaluation's own logic.
+
 Both sides then answer the worker's timing commands, each timing its batch
 with the timer it made before any candidate code ran; the worker bounds
 every claim with its own clock. After timing, each profiles its own calls

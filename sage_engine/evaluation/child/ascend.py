@@ -28,9 +28,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from sage_engine.evaluation.child import ascend_ops
-from sage_engine.evaluation.child.interp_autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
-from sage_engine.evaluation.child.interp_run import InterpreterChecks
+from sage_engine.evaluation.child.fidelity import ascend_ops
+from sage_engine.evaluation.child.fidelity.autotune import COMPILE_OPTIONS, describe, install_decorators, unwrap_kernel
+from sage_engine.evaluation.child.fidelity.run import InterpreterChecks
 from sage_engine.evaluation.protocol import Event, Fail, HookReport, Request
 
 MAX_GRID = 65535
@@ -153,12 +153,12 @@ class LaunchRecorder:
 
         # GridExecutor only sees the rewritten function; keep the user's one
         # so names, lines and the compile step refer to the candidate source.
-        def rewrite(self):
+        def rewrite(self: Any) -> Any:
             fn = original_rewrite(self)
             recorder._raw[id(fn)] = self.fn
             return fn
 
-        def call(self, *args, **kwargs):
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             recorder.record(self, interpreter.RESERVED_KWS, args, kwargs)
             # Compile options (multibuffer=...) are recorded above; the interpreter takes kernel arguments only.
             params = set(inspect.signature(self.fn).parameters)
@@ -252,7 +252,7 @@ def install_fast_reductions() -> None:
 
     original = interpreter.ReduceOps.apply_impl
 
-    def apply_impl(self, input):
+    def apply_impl(self: Any, input: Any) -> Any:
         fn = getattr(self.combine_fn, "fn", self.combine_fn)
         ops = _FAST_REDUCTIONS.get(getattr(fn, "__name__", ""))
         if ops is None:
@@ -320,6 +320,8 @@ class InterpretedRun(InterpreterChecks):
 
 def _load_candidate(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("candidate", path)
+    if spec is None or spec.loader is None:  # a .py path always has a spec and a loader
+        raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
     spec.loader.exec_module(module)

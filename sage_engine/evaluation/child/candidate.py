@@ -377,6 +377,8 @@ def load_model_new(source: str, path: str) -> type:
     (`compile_error`) with the candidate's lines when it cannot be."""
     Path(path).write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("candidate", path)
+    if spec is None or spec.loader is None:  # a .py path always has a spec and a loader
+        raise Failure("compile_error", f"the candidate at {path} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = module
     try:

@@ -157,7 +157,8 @@ def _npu_op_rows(fn: Callable[[], Any], warmup: int, active: int) -> list[tuple[
             for _ in range(1 + warmup + active):
                 fn()
                 prof.step()
-                torch.npu.synchronize()
+                # torch_npu adds `torch.npu` when it loads; torch's own types have no such module.
+                torch.npu.synchronize()  # type: ignore[attr-defined]
         return op_statistic_rows(trace_dir)
     finally:
         shutil.rmtree(trace_dir, ignore_errors=True)

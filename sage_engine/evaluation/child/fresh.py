@@ -178,7 +178,7 @@ class FreshChecks:
                     wire.skip_tensors(side.ch.data, header)
                     return "ok skipped: the task's forward updates its inputs"
                 try:
-                    ref_out = side.reference_forward(side.timed_case().model, list(self.mirror))
+                    ref_out = side.reference_forward(side.timed_case().model, list(self.mirror or []))
                 except Failure:
                     wire.skip_tensors(side.ch.data, header)
                     return "ok skipped: the reference could not run those inputs"

@@ -60,7 +60,7 @@ class Region:
     def __init__(self, torch: Any, fd: int):
         self.torch, self.fd = torch, fd
         self.end = 0
-        self.maps: dict[int, mmap.mmap] = {}  # stretch offset -> its mapping, kept while views live
+        self.maps: dict[tuple[int, int], mmap.mmap] = {}  # (page offset, length) -> its mapping, kept while views live
 
     def allocate(self, sizes: list[int]) -> list[int]:
         """Page-aligned offsets for tensors of these byte sizes, in a new stretch."""
@@ -212,9 +212,12 @@ class InputSender:
         """Per input, the candidate's copy as it is now where the candidate
         computes on that very memory (a host slot on the cpu backend, a
         device slot it opened), else None: what the reference can check."""
-        out = []
+        out: list[Any] = []
         for slot in self.slots.get(case) or []:
-            shared = slot is not None and (self.ipc_open is True and bool(slot.handle) if slot.device else device.type == "cpu")
+            if slot is None:
+                out.append(None)
+                continue
+            shared = self.ipc_open is True and bool(slot.handle) if slot.device else device.type == "cpu"
             out.append(slot.tensor if shared else None)
         return out
 

@@ -5,7 +5,7 @@ tensor subclasses, the previous call's output for new inputs)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from sage_engine.evaluation.common import diagnostics
 from sage_engine.evaluation.protocol import wire
@@ -34,7 +34,7 @@ class FrameJudge:
         ref_in: list[Any] | None,
         pristine: list[Any] | None,
         then: Callable[[], None] | None = None,
-        observed: list[int] = (),
+        observed: Sequence[int] = (),
         scaled_inputs: bool = False,
     ) -> tuple[correctness.Comparison, list[Any] | None]:
         """The comparison for one frame, reading its tensors only once their
@@ -57,8 +57,9 @@ class FrameJudge:
             if failed is not None:
                 return failed, None
             cand.append(value)
-        extra_ref, extra_cand = [], []
-        if ref_mut:
+        extra_ref: list[Any] = []
+        extra_cand: list[Any] = []
+        if ref_mut and ref_in is not None and pristine is not None:  # mutations are found only with both
             sent = {int(m["index"]): m for m in header.get("mutated", []) if isinstance(m, dict)}
             for j in ref_mut:
                 label = f"output {len(ref_out) + len(extra_ref)}"
@@ -89,7 +90,7 @@ class FrameJudge:
         return result, cand
 
     def check_inputs(
-        self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int], observed: list[int] = ()
+        self, header: dict[str, Any], ref_out: list[Any], ref_in: list[Any], ref_mut: list[int], observed: Sequence[int] = ()
     ) -> None:
         ref_alias = set(guards.aliased(ref_out, ref_in))
         for pair in header.get("aliased", []):
@@ -144,7 +145,7 @@ class FrameJudge:
             )
         return wire.read_tensor(self.data, entry, torch), None
 
-    def check_cached(self, prev, ref_out, cand_out) -> None:
+    def check_cached(self, prev: tuple[list[Any], list[Any]], ref_out: list[Any], cand_out: list[Any]) -> None:
         prev_ref, prev_cand = prev
         if correctness.same_values(prev_cand, cand_out) and not correctness.same_values(prev_ref, ref_out):
             raise cheat(

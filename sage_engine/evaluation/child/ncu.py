@@ -94,12 +94,12 @@ def main(spec_path: str) -> None:
     """Under ncu: the candidate on the timed case's inputs, the second call inside the profiled range."""
     import torch
 
-    from sage_engine.evaluation.child.side import Side
+    from sage_engine.evaluation.child.side import TaskSide
 
     with open(spec_path, encoding="utf-8") as fh:
         request = Request.from_dict(json.load(fh))
     case = int(request.runner_args.get("case", 0))
-    side = Side(request, None, None)
+    side = TaskSide(request)
     module = side.load_reference(request.task.cases[case])
     side.reseed(request.task.seed)
     init = side.task_call("get_init_inputs()", module.get_init_inputs)
@@ -107,6 +107,8 @@ def main(spec_path: str) -> None:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(request.candidate_source)
     spec = importlib.util.spec_from_file_location("candidate", path)
+    if spec is None or spec.loader is None:  # a .py path always has a spec and a loader
+        raise ImportError(f"cannot load {path}")
     candidate = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = candidate
     spec.loader.exec_module(candidate)

@@ -37,16 +37,19 @@ import os
 import sys
 import time
 from collections import defaultdict
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from sage_engine.evaluation.child import correctness, guards
 from sage_engine.evaluation.protocol import KernelTime, SideKernels, Work
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 
+flop_registry: dict[Any, Any] | None
 try:
     # Imported here, where the warm worker imports this module before it forks:
     # the formulas pull in triton when it is installed (0.2 s a process).
-    from torch.utils.flop_counter import flop_registry
+    from torch.utils import flop_counter as _formulas
+
+    flop_registry = _formulas.flop_registry
 except ImportError:  # a torch without it: FLOPs are not counted
     flop_registry = None
 
@@ -187,7 +190,7 @@ def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[st
     recorded = [0] * calls
     for e in calls_ops:
         i = index[id(e)]
-        if i >= calls:
+        if i is None or i >= calls:  # never None: calls_ops holds the events of a call
             continue
         recorded[i] += 1
         if outermost_kernel(e):
@@ -301,7 +304,7 @@ def quiet_output() -> Iterator[None]:
 # ------------------------------------------------------------------ the work
 
 
-def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True, silent: list[str] = ()) -> Work:
+def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_flops: bool = True, silent: Sequence[str] = ()) -> Work:
     """Bytes of the distinct input and output tensors of one call (`out`: its
     outputs), and the FLOPs torch's formulas count in one more call, per
     dtype, where an op they count ran. Run on the reference only."""
@@ -310,8 +313,8 @@ def measure_work(side: Any, model: Any, values: list[Any], out: Any, *, count_fl
     note, flops = "", {}
     if count_flops and flop_registry is None:
         note = "FLOPs not counted: this torch has no torch.utils.flop_counter"
-    elif count_flops:
-        counter = flop_counter()
+    elif count_flops and flop_registry is not None:
+        counter = flop_counter(flop_registry)
         try:
             with torch.no_grad(), counter:
                 model(*values)
@@ -381,8 +384,8 @@ def distinct_bytes(tensors: list[Any]) -> int:
     return sum(sizes.values())
 
 
-def flop_counter() -> Any:
-    """A dispatch mode that sums torch.utils.flop_counter's formulas per dtype."""
+def flop_counter(registry: dict[Any, Any]) -> Any:
+    """A dispatch mode that sums torch.utils.flop_counter's formulas (`registry`) per dtype."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -397,16 +400,16 @@ def flop_counter() -> Any:
             super().__init__()
             self.flops: dict[str, float] = defaultdict(float)
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
             kwargs = kwargs or {}
             packet = getattr(func, "_overloadpacket", None)
-            if packet not in flop_registry and hasattr(func, "decompose"):
+            if packet not in registry and hasattr(func, "decompose"):
                 with self:
                     decomposed = func.decompose(*args, **kwargs)
                 if decomposed is not NotImplemented:
                     return decomposed
             out = func(*args, **kwargs)
-            formula = flop_registry.get(packet)
+            formula = registry.get(packet)
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
             dtype = str(first.dtype).replace("torch.", "") if first is not None else "unknown"
             if formula is not None:

@@ -20,7 +20,7 @@ from sage_engine.evaluation.child import changes, correctness, guards
 from sage_engine.evaluation.child.fresh import FreshChecks
 from sage_engine.evaluation.child.inputs import InputSender
 from sage_engine.evaluation.child.judge import FrameJudge
-from sage_engine.evaluation.child.side import Failure, Side, input_bytes
+from sage_engine.evaluation.child.side import Channels, Emitter, Failure, Side, input_bytes
 from sage_engine.evaluation.protocol import (
     CaseEvent,
     CaseResult,
@@ -38,7 +38,7 @@ from sage_engine.evaluation.protocol import (
 class ReferenceSide(Side):
     role = "reference"
 
-    def __init__(self, request: Request, emit, channels):
+    def __init__(self, request: Request, emit: Emitter, channels: Channels):
         super().__init__(request, emit, channels)
         self.sizes: list[int] = []
         self.sender = InputSender(self.torch, channels.shared, channels.inputs)

@@ -161,32 +161,18 @@ class Timed:
     identities: list[Any] | None = None  # the aliases' identities when made
 
 
-class Side:
-    """One side of an evaluation: the reference module per case, seeded
-    inputs, device moves, and the timing commands both sides answer."""
+class TaskSide:
+    """The task's reference module per case and its seeded inputs on this
+    process's device: what every process that runs the task needs, the
+    Nsight Compute run (`ncu.py`, no pipes) included."""
 
-    role = "side"
-
-    def __init__(self, request: Request, emit: Emitter, channels: Channels):
+    def __init__(self, request: Request):
         import torch
 
         self.torch = torch
-        self.req, self.emit, self.ch = request, emit, channels
+        self.req = request
         self.task = request.task
         self.device = torch.device(request.device)
-        self.trials = max(1, request.trials)
-        # Made now, before any candidate code runs in this process: a candidate
-        # that later replaces the clock or the device's event functions does not reach them.
-        self.timer = timing.get_timer(request.timing.timer) if request.timing else None
-        self.timed: Timed | None = None
-        self.last_first: Any = None  # the first output of the last timed batch
-        self.call_s = 0.0
-        self.slowest = 0.0  # the longest single call: bounds how long a timed call may take
-        self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
-        self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
-        self.churn_s = 0.0  # host seconds the last batch's changes took
-        self.spot = SpotCall(torch)  # the last batch's outputs, for the worker's `spot` check
-        self.numerics = Numerics(torch)  # the switches as they were before any candidate code ran here
 
     # -- the task's module
 
@@ -260,6 +246,30 @@ class Side:
 
     def inputs(self, module: types.ModuleType, seed: int) -> list[Any]:
         return self.on_device(self.host_inputs(module, seed))
+
+
+class Side(TaskSide):
+    """One side of an evaluation: the task's module and inputs, device
+    moves, and the timing commands both sides answer."""
+
+    role = "side"
+
+    def __init__(self, request: Request, emit: Emitter, channels: Channels):
+        super().__init__(request)
+        self.emit, self.ch = emit, channels
+        self.trials = max(1, request.trials)
+        # Made now, before any candidate code runs in this process: a candidate
+        # that later replaces the clock or the device's event functions does not reach them.
+        self.timer = timing.get_timer(request.timing.timer) if request.timing else None
+        self.timed: Timed | None = None
+        self.last_first: Any = None  # the first output of the last timed batch
+        self.call_s = 0.0
+        self.slowest = 0.0  # the longest single call: bounds how long a timed call may take
+        self.keep_first = False  # copy the next batch's first output (the fresh-input check reads it)
+        self.churn: Any = None  # changes the timed inputs before each timed call (`changes.Churn`)
+        self.churn_s = 0.0  # host seconds the last batch's changes took
+        self.spot = SpotCall(self.torch)  # the last batch's outputs, for the worker's `spot` check
+        self.numerics = Numerics(self.torch)  # the switches as they were before any candidate code ran here
 
     def forward(self, model: Any, values: list[Any]) -> Any:
         start = time.perf_counter()

@@ -316,7 +316,7 @@ def evaluation_tasks(state: str | None = None, detail: bool = False) -> list[Any
     """SAGE's evaluations among the cluster's Ray tasks (every server's)."""
     from ray.util.state import list_tasks
 
-    filters = [("state", "=", state)] if state else []
+    filters: list[tuple[str, str, str | bool | int | float]] = [("state", "=", state)] if state else []
     return [
         t for t in list_tasks(filters=filters, detail=detail, raise_on_missing_output=False) if (t.name or "").split("|")[0] == TASK_NAME
     ]
@@ -350,10 +350,12 @@ def running_evaluations() -> list[RunningEvaluation]:
 
 def _free_by_node() -> dict[str, dict[str, float]]:
     try:
-        from ray._private.state import state
+        # A developer API (Ray 2.x); the private `state._available_resources_per_node`
+        # this read before is gone, which left every host's free slots at 0.
+        from ray._private.state import available_resources_per_node
 
-        return {nid: dict(res) for nid, res in state._available_resources_per_node().items()}
-    except Exception:  # noqa: BLE001 - a missing private API only loses the per-node split
+        return {nid: dict(res) for nid, res in available_resources_per_node().items()}
+    except Exception:  # noqa: BLE001 - a missing developer API only loses the per-node split
         return {}
 
 
@@ -447,10 +449,10 @@ def evaluate_on_host(request: HostRequest) -> Iterator[HostEvent]:
         worker.join(timeout=10)
 
 
-_remote = None
+_remote: Any = None  # the Ray remote function, made on first use (importing ray is slow)
 
 
-def remote_function():
+def remote_function() -> Any:
     global _remote
     if _remote is None:
         import ray

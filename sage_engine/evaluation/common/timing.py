@@ -23,6 +23,8 @@ import statistics
 import time
 from typing import Any, Callable
 
+from sage_engine.evaluation.protocol.reports import TimingStats
+
 # timer(call, n, before): runs call(0) .. call(n - 1) and returns seconds per
 # call; `before(i)`, when given, runs ahead of call(i) outside the timed interval.
 Timer = Callable[..., float]
@@ -196,8 +198,8 @@ def get_timer(name: str) -> Timer:
     raise ValueError(f"unknown timer {name!r}; known: {', '.join(TIMERS)} or 'module:factory'")
 
 
-def stats(samples_s: list[float]) -> dict[str, float | int]:
-    """TimingStats fields (milliseconds) from raw samples in seconds."""
+def stats(samples_s: list[float]) -> TimingStats:
+    """One side's summary (milliseconds) from raw samples in seconds."""
     if not samples_s:
         raise ValueError("no timing samples")
     ms = sorted(s * 1000.0 for s in samples_s)
@@ -206,13 +208,7 @@ def stats(samples_s: list[float]) -> dict[str, float | int]:
         iqr = q[2] - q[0]
     else:
         iqr = ms[-1] - ms[0]
-    return {
-        "median_ms": statistics.median(ms),
-        "iqr_ms": iqr,
-        "mean_ms": statistics.fmean(ms),
-        "min_ms": ms[0],
-        "reps": len(ms),
-    }
+    return TimingStats(median_ms=statistics.median(ms), iqr_ms=iqr, mean_ms=statistics.fmean(ms), min_ms=ms[0], reps=len(ms))
 
 
 def median_interval(samples: list[float]) -> tuple[float, float]:

@@ -221,7 +221,7 @@ def python_paths(python: str) -> list[str]:
     return [str(p) for p in paths if p.is_absolute()]
 
 
-def hidden_for(db_path: Path, home: Path, config_dir: Path, extra: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+def hidden_for(db_path: Path, home: str | Path, config_dir: str | Path, extra: Iterable[str] = ()) -> tuple[list[str], list[str]]:
     """(dirs, files) to hide: the memory database with its folder (where the
     HTTP token file lives), HOME, SAGE's config dir, system secrets, and any
     extra paths. Only paths that exist are returned."""

@@ -189,7 +189,7 @@ def sweep_leftovers(tmp: str | None = None) -> list[str]:
     owning process is dead. A folder whose name names no owner, or whose
     owner lives (another SAGE process on this machine), is left alone."""
     root = Path(tmp or tempfile.gettempdir())
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(root.iterdir())
     except OSError:

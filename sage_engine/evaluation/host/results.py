@@ -20,8 +20,8 @@ from typing import Any
 
 from sage_engine.evaluation.common import timing
 from sage_engine.evaluation.host import calibration, roofline
-from sage_engine.evaluation.protocol import CaseResult, Judgement, Outcome, Report
-from sage_engine.models import Diagnostic, EvalResult, MachineLimits, Profile, VariantResult
+from sage_engine.evaluation.protocol import CaseResult, Judgement, Outcome, ProfileReport, Report
+from sage_engine.models import AutotuneChecked, CompileInfo, Diagnostic, EvalResult, MachineLimits, Profile, VariantResult
 
 STDOUT_TAIL_CHARS = 4000
 # faulthandler's frame lines: File "/tmp/sage-eval-x/candidate.py", line 12 in forward
@@ -70,7 +70,7 @@ def from_outcome(
             outcome.report, base=base, timing_representative=timing_representative, suspicious_speedup=suspicious_speedup
         )
         if rules is not None and outcome.report.profile is not None and fields.get("candidate_timing") is not None:
-            _judge_profile(fields, outcome.report, limits, limits_note, rules)
+            _judge_profile(fields, outcome.report.profile, limits, limits_note, rules)
         fields["speedup_trusted"], fields["speedup_note"] = speedup_trust(
             fields.get("speedup"),
             fields.get("profile"),
@@ -217,20 +217,37 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
         "variants": [VariantResult(name=v.name, status=v.status, at=v.at, reason=v.reason) for v in judgement.variants],
         "degenerate": judgement.constant or None,
         "phases": {k: round(float(v), 6) for k, v in report.phases.items()},
-        "compile_info": {
-            **({"timed_case": timing_report.case, "timer": timing_report.timer} if timing_report else {}),
-            **({"device_time_us": timing_report.device_time_us} if timing_report and timing_report.device_time_us is not None else {}),
-            **({"checks": report.checks} if report.checks else {}),
-        },
+        "compile_info": compile_info(report),
         **fields,
     }
 
 
-def _judge_profile(fields: dict[str, Any], report: Report, limits: MachineLimits | None, limits_note: str, rules: roofline.Rules) -> None:
+def compile_info(report: Report) -> CompileInfo:
+    """The worker's part of a result: the case timed and the timer, the
+    profiler's device time where it ran, the checks; only what it reported."""
+    given: dict[str, Any] = {}
+    timing_report = report.timing
+    if timing_report is not None:
+        given.update(timed_case=timing_report.case, timer=timing_report.timer)
+        if timing_report.device_time_us is not None:
+            given["device_time_us"] = timing_report.device_time_us
+    if report.checks:
+        given["checks"] = report.checks
+    return CompileInfo.model_validate(given)
+
+
+def autotune_checked(reported: dict[str, Any]) -> dict[str, AutotuneChecked]:
+    """The interpreter hook's account of the configs checked per kernel (`HookReport.autotune`)."""
+    return {kernel: AutotuneChecked.model_validate(entry) for kernel, entry in reported.items()}
+
+
+def _judge_profile(
+    fields: dict[str, Any], measured: ProfileReport, limits: MachineLimits | None, limits_note: str, rules: roofline.Rules
+) -> None:
     """The profile judged against the medians timing measured, into `fields`;
     a physically impossible time is flagged whatever the speedup."""
     profile: Profile = roofline.judge(
-        report.profile,
+        measured,
         reference_ms=fields["reference_timing"].median_ms,
         candidate_ms=fields["candidate_timing"].median_ms,
         limits=limits,

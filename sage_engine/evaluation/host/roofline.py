@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from sage_engine.evaluation.protocol import ProfileReport, SideKernels
 from sage_engine.evaluation.protocol.profile import MAX_KERNELS
 from sage_engine.models import MachineLimits, Profile, SideProfile
+from sage_engine.models.profile import Bound
 
 DEVICE_SOURCES = ("cuda-kernels", "npu-ops")  # kernel names the device ran, not torch ops on the host
 # On the CPU a candidate's own C++ runs outside any torch op: said when the
@@ -75,7 +76,7 @@ def peak_seconds(limits: MachineLimits, flops: dict[str, float]) -> tuple[float,
     return (seconds, unmeasured) if seconds > 0 else None
 
 
-def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None, *, compute: bool = True) -> str | None:
+def bound(side: SideProfile, ideal_s: float | None, launch_s: float | None, *, compute: bool = True) -> Bound | None:
     """Latency when the work needs less time at the limits than the side's
     launches cost; else the resource whose share is larger (memory alone for
     a side that does fewer FLOPs than counted: `compute=False`)."""
@@ -105,7 +106,7 @@ def judge(
     if limits is None:
         notes.append(f"no measured limits: {limits_note or 'calibration unavailable'}")
     # What the call's work needs at the machine's limits, whoever does it.
-    ideal = [t for t in (nbytes / (peak_gbps * 1e9) if peak_gbps else None, at_peak[0] if at_peak else None) if t is not None]
+    ideal = [t for t in (nbytes / (peak_gbps * 1e9) if nbytes and peak_gbps else None, at_peak[0] if at_peak else None) if t is not None]
     ideal_s = max(ideal) if ideal else (0.0 if limits is not None else None)
     launch_s = limits.launch_us / 1e6 if limits is not None else None
     sides = {}
@@ -132,18 +133,18 @@ def judge(
         reference=ref,
         candidate=cand,
         peak_gbps=peak_gbps,
-        peak_flops=total_flops / at_peak[0] if at_peak else None,
+        peak_flops=total_flops / at_peak[0] if at_peak and total_flops else None,
         bound=cand.bound,
         notes=notes,
     )
-    profile.impossible = impossible(profile, rules)
-    profile.fewer_flops = fewer_flops(profile, rules)
+    profile.impossible = impossible(profile, ref, cand, rules)
+    profile.fewer_flops = fewer_flops(profile, ref, cand, rules)
     if profile.fewer_flops:
         # Its own work is its bytes: the reference's FLOPs say nothing of its bound.
         ideal_s = nbytes / (peak_gbps * 1e9) if nbytes and peak_gbps else 0.0
         cand.bound = profile.bound = bound(cand, ideal_s, launch_s, compute=False)
     profile.own_kernels = own_kernels(report)
-    profile.summary = summary(profile, candidate_ms, ideal_s, launch_s)
+    profile.summary = summary(profile, ref, cand, candidate_ms, ideal_s, launch_s)
     return profile
 
 
@@ -224,9 +225,8 @@ def agreement(side: SideProfile, timed_us: float, source: str) -> tuple[float | 
     return ratio, f"{head}: {'; '.join(why)}"
 
 
-def impossible(profile: Profile, rules: Rules) -> str | None:
+def impossible(profile: Profile, ref: SideProfile, cand: SideProfile, rules: Rules) -> str | None:
     """Why the candidate's median is faster than reading its inputs allows here, or None."""
-    ref, cand = profile.reference, profile.candidate
     if cand.bandwidth_share is None or cand.bandwidth_share <= rules.bandwidth_slack:
         return None
     if ref.bandwidth_share is not None and ref.bandwidth_share > rules.bandwidth_slack:
@@ -242,10 +242,10 @@ def impossible(profile: Profile, rules: Rules) -> str | None:
     )
 
 
-def fewer_flops(profile: Profile, rules: Rules) -> str | None:
+def fewer_flops(profile: Profile, ref: SideProfile, cand: SideProfile, rules: Rules) -> str | None:
     """Why the candidate does less arithmetic than the reference, or None."""
-    ref, cand = profile.reference, profile.candidate
-    if cand.compute_share is None or cand.compute_share <= rules.flops_slack:
+    # A compute share is measured only where the call's FLOPs and the matmul peak were.
+    if cand.compute_share is None or cand.compute_share <= rules.flops_slack or profile.flops is None or profile.peak_flops is None:
         return None
     if ref.compute_share is not None and ref.compute_share > rules.flops_slack:
         profile.notes.append("the reference itself exceeds the measured matmul peak: its FLOPs are over-counted")
@@ -271,19 +271,20 @@ def own_kernels(report: ProfileReport) -> bool | None:
     return not names <= {k.name for k in ref.kernels}
 
 
-def summary(profile: Profile, candidate_ms: float, ideal_s: float | None, launch_s: float | None) -> str:
-    cand = profile.candidate
+def summary(
+    profile: Profile, ref: SideProfile, cand: SideProfile, candidate_ms: float, ideal_s: float | None, launch_s: float | None
+) -> str:
     if cand.bound == "memory":
         head = (
             f"memory-bound at {cand.bandwidth_share:.0%} of measured bandwidth ({cand.achieved_gbps:.1f} of "
             f"{profile.peak_gbps:.1f} GB/s for {human_bytes(profile.bytes)} a call)"
         )
-    elif cand.bound == "compute":
+    elif cand.bound == "compute" and cand.achieved_flops is not None and profile.peak_flops is not None:
         head = (
             f"compute-bound at {cand.compute_share:.0%} of the measured matmul peak "
             f"({cand.achieved_flops / 1e9:.1f} of {profile.peak_flops / 1e9:.1f} GFLOP/s)"
         )
-    elif cand.bound == "latency":
+    elif cand.bound == "latency" and launch_s is not None:
         launches = max(1.0, cand.launches)
         head = (
             f"launch/latency-bound: at the measured limits its bytes and FLOPs need "
@@ -298,14 +299,13 @@ def summary(profile: Profile, candidate_ms: float, ideal_s: float | None, launch
         parts = [f"impossible: {profile.impossible}"]
     elif profile.fewer_flops:
         parts.append(f"fewer FLOPs than the reference: {profile.fewer_flops}")
-    counts = kernel_counts(profile)
+    counts = kernel_counts(profile, ref, cand)
     if counts:
         parts.append(counts)
     return "; ".join(parts)
 
 
-def kernel_counts(profile: Profile) -> str:
-    ref, cand = profile.reference, profile.candidate
+def kernel_counts(profile: Profile, ref: SideProfile, cand: SideProfile) -> str:
     if not (ref.kernels or ref.launches) or not (cand.kernels or cand.launches or cand.wall_us):
         return ""
     unit = "kernel" if profile.source in DEVICE_SOURCES else "torch op"

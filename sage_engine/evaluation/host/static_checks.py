@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 from sage_engine import syntax
 
 # Modules a kernel has no business importing: they read files, run programs,
@@ -322,11 +322,12 @@ class _Checker:
                 self._check_name(self.aliases[func.id], node)
         if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
             self._check_named_attribute(func.id, node)
-        if _is_getattr(node) or (isinstance(func, ast.Name) and func.id in ("setattr", "delattr")):
+        called = func.id if isinstance(func, ast.Name) else None
+        if _is_getattr(node) or called in ("setattr", "delattr"):
             base = self.resolve(node.args[0]) if node.args else None
             if base and base.split(".")[0] == "torch":
-                if func.id in ("setattr", "delattr"):
-                    self._add("monkeypatch", f"{func.id}() on {base}: candidates may not patch torch", node)
+                if called in ("setattr", "delattr"):
+                    self._add("monkeypatch", f"{called}() on {base}: candidates may not patch torch", node)
                 elif len(node.args) > 1 and not isinstance(node.args[1], ast.Constant) and self.forbid:
                     self._add("forbidden-op", f"getattr() on {base} with a computed name cannot be checked", node)
                 elif resolved := self.resolve(node):
@@ -392,7 +393,7 @@ def _forward_args(tree: ast.Module) -> set[str]:
     return names
 
 
-def _assign_targets(targets: list[ast.expr]) -> Iterable[ast.expr]:
+def _assign_targets(targets: Sequence[ast.expr]) -> Iterable[ast.expr]:
     for target in targets:
         if isinstance(target, (ast.Tuple, ast.List)):
             yield from _assign_targets(list(target.elts))

@@ -63,9 +63,10 @@ IMPORT_ROOTS_LINE = re.compile(r"^SAGE_IMPORT_ROOTS = \[[^\n]*\]", re.MULTILINE)
 
 
 def default_suite_dir() -> Path:
-    import sage_engine.suite
-
-    return Path(sage_engine.suite.__file__).resolve().parent / "tasks"
+    """The bundled tasks: data (reference.py, task.json, solutions) in the
+    suite's folder, found by path, so the evaluation imports none of the
+    suite's code (the suite imports the evaluation)."""
+    return Path(__file__).resolve().parents[2] / "suite" / "tasks"
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@ checked at after its declared cases.
 
 A kernel that hard-codes its sizes (a block as long as the row, no mask on
 the tail, a grid computed for the declared shape) passes at the declared
-case and nowhere else. From the integers that size the task (`suite.sizes`:
+case and nowhere else. From the integers that size the task (`sage_engine.sizes`:
 module constants and case-row sizes, the slots `--scale cpu` halves), each
 task gets, derived from its first case:
 
 - `odd`: every size about halved and made odd (never a power of two);
   a size too small to halve (17 or less: `out_channels = 7`, an element of
-  `input_shape`, `suite.sizes.small_extent`) about doubled and odd instead,
+  `input_shape`, `sizes.small_extent`) about doubled and odd instead,
   past the next power of two (a kernel that assumes it fits one block of 8);
 - `small`: every size about an eighth, a multiple of 8 (a batch an eighth);
   no size goes below 16 (a batch excepted): `tl.dot` and most vector units
@@ -29,10 +29,10 @@ first). Parsed, never run: the server never executes a reference.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from sage_engine.evaluation.protocol import Variant
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 MAX_ALTERNATIVES = 3
 # Sizes a variant never goes below (batches excepted): the smallest tile of a
@@ -88,7 +88,7 @@ def _slots(source: str, row: dict[str, Any]) -> list[sizes.Slot]:
     return [s for s in module + sizes.case_slots(row) if (sizes.scalable(s) or sizes.small_extent(s)) and not LAYOUT.search(s.name)]
 
 
-def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: str) -> list[dict]:
+def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size: Callable[[sizes.Slot], int], source: str) -> list[dict[str, Any]]:
     new = {s.key: size(s) for s in slots}
     changed = [s for s in slots if new[s.key] != s.value]
     if not changed:
@@ -100,7 +100,7 @@ def _alternatives(row: dict[str, Any], slots: list[sizes.Slot], size, source: st
     shrunk = [s for s in changed if new[s.key] < s.value]
     choices = [changed] + ([shrunk] if shrunk and len(shrunk) < len(changed) else [])
     choices += [groups[v] for v in sorted(groups, reverse=True)] if len(groups) > 1 else []
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for chosen in choices:
         candidate = _row(row, {s.key: new[s.key] for s in chosen}, source)
         if candidate not in rows and candidate != row:

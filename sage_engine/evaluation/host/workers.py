@@ -78,7 +78,8 @@ class Spawner:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._serve, name="sage-worker-spawner", daemon=True)
                 self._thread.start()
-        done, box = threading.Event(), {}
+        done = threading.Event()
+        box: dict[str, Any] = {}  # the spawner thread's answer: "proc", or the "error" it raised
         self._queue.put((args, kwargs, done, box))
         if not done.wait(WORKER_START_TIMEOUT_S):
             raise OSError("the worker spawner thread did not answer")

@@ -37,8 +37,8 @@ from sage_engine.evaluation.protocol import (
     RunnerResult,
     Started,
     TimingDone,
+    TimingOptions,
     TimingReport,
-    TimingStats,
     TimingWait,
     Verdict,
     parse_child_event,
@@ -138,10 +138,11 @@ class Evaluation:
 
     def evaluate(self) -> Report:
         """Correctness, then timing where the request asks for it."""
-        self.sup.wait_for(lambda: self.ref_done is not None and self.cand_done is not None)
-        report = self.correct_report()
-        if self.req.timing is not None:
-            report.timing = self.timing(report)
+        ref, cand = self.both_done()
+        report = self.correct_report(ref, cand)
+        options = self.req.timing
+        if options is not None:
+            report.timing = self.timing(report, ref, cand, options)
             if report.timing is None:
                 return report
             if self.req.device_time:
@@ -222,9 +223,14 @@ class Evaluation:
         report.hook = (self.extras or HookReport()).merged(report.hook) if self.extras or report.hook else None
         return report
 
-    def correct_report(self) -> Report:
-        ref, cand = self.ref_done, self.cand_done
-        phases = _phases(self.ref_done, self.cand_done)
+    def both_done(self) -> tuple[ReferenceDone, CandidateDone]:
+        """Both children's final reports, once both arrived."""
+        while self.ref_done is None or self.cand_done is None:
+            self.sup.pump(POLL_S)
+        return self.ref_done, self.cand_done
+
+    def correct_report(self, ref: ReferenceDone, cand: CandidateDone) -> Report:
+        phases = _phases(ref, cand)
         # Reference and candidate run side by side: the longer one is the cost.
         phases["correctness"] = max(phases.get("reference_correctness", 0.0), phases.get("candidate_correctness", 0.0))
         phases["model_calls"] = max(phases.get("reference_calls", 0.0), phases.get("candidate_calls", 0.0))
@@ -254,26 +260,26 @@ class Evaluation:
             self.sup.pump(POLL_S)
         self.sup.hold(False)
 
-    def timing(self, report: Report) -> TimingReport | None:
+    def timing(self, report: Report, ref: ReferenceDone, cand: CandidateDone, options: TimingOptions) -> TimingReport | None:
         """Both sides timed; None where a timing of no consequence (an
         interpreter's) would not fit its wall: the kernel stays correct."""
-        wall = self.req.timing.wall_s
+        wall = options.wall_s
         if wall is None:
-            return self.timed(report)
-        slowest = max(self.ref_done.slowest_call, self.cand_done.slowest_call)
-        needed = 2 * slowest * (self.req.timing.warmup + self.req.timing.min_reps)
+            return self.timed(report, ref, cand, options)
+        slowest = max(ref.slowest_call, cand.slowest_call)
+        needed = 2 * slowest * (options.warmup + options.min_reps)
         if needed > wall:
             report.diagnostics.append(_timing_left_out(f"timing skipped: one call takes up to {slowest:.1f} s here"))
             return None
         try:
-            return self.timed(report)
+            return self.timed(report, ref, cand, options)
         except Ended as end:
             if end.report is None or end.report.status != "timeout":
                 raise
             report.diagnostics.append(_timing_left_out(f"timing incomplete: stopped after {wall:g} s"))
             return None
 
-    def timed(self, report: Report) -> TimingReport:
+    def timed(self, report: Report, ref_done: ReferenceDone, cand_done: CandidateDone, options: TimingOptions) -> TimingReport:
         sup = self.sup
         ref, cand = sup.children["reference"], sup.children["candidate"]
         reject_leftover_processes(sup, cand)
@@ -283,22 +289,17 @@ class Evaluation:
         self.send(ProgressEvent(total - 1, total, "timing"))
         # How long one timing command may take: a call that hangs only now must
         # not hold the host's timing turn until the evaluation's deadline.
-        sup.call_limit = TIMED_CALL_FACTOR * max(self.ref_done.slowest_call, self.cand_done.slowest_call)
+        sup.call_limit = TIMED_CALL_FACTOR * max(ref_done.slowest_call, cand_done.slowest_call)
         start = time.perf_counter()
         try:
-            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, self.req.timing, input_bytes=self.ref_done.timed_bytes).run()
+            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, options, input_bytes=ref_done.timed_bytes).run()
         finally:
             self.send(TimingDone())
         elapsed = time.perf_counter() - start
         report.phases["timing"] = elapsed
         report.phases["model_calls"] = report.phases.get("model_calls", 0.0) + elapsed
         report.checks.update(checks)
-        return TimingReport(
-            reference=TimingStats(**timing.stats(ref_s)),
-            candidate=TimingStats(**timing.stats(cand_s)),
-            case=self.req.task.cases[self.ref_done.chosen],
-            timer=self.req.timing.timer,
-        )
+        return TimingReport(timing.stats(ref_s), timing.stats(cand_s), case=self.req.task.cases[ref_done.chosen], timer=options.timer)
 
 
 def _phases(*sides: ReferenceDone | CandidateDone | None) -> dict[str, float]:

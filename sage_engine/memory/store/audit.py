@@ -57,7 +57,7 @@ class AuditRecords:
     # --------------------------------------------------------- consolidations
 
     def add_consolidation(self, snapshot: str, author: str | None, now: float) -> int:
-        return self.store.insert("consolidations", {"created_at": now, "report": "{}", "snapshot": snapshot, "author": author})  # type: ignore[return-value]
+        return self.store.insert("consolidations", {"created_at": now, "report": "{}", "snapshot": snapshot, "author": author})
 
     def set_consolidation_report(self, consolidation_id: int, report_json: str) -> None:
         self.store.run("UPDATE consolidations SET report = ? WHERE id = ?", (report_json, consolidation_id))

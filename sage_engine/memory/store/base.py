@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Iterator, Sequence
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
 from sage_engine.errors import StoreError
 from sage_engine.memory.store.audit import AuditRecords
@@ -138,14 +138,20 @@ class Store(ABC):
         """Rows changed by an UPDATE/DELETE."""
         return self.run(sql, params)[1]
 
-    def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None:
+    def insert(self, table: str, row: Row) -> int:
+        """Insert one row; the id it was given."""
+        return int(self._insert(table, row, " RETURNING id")[0]["id"])
+
+    def insert_row(self, table: str, row: Row) -> None:
+        """Insert one row as it is (an import: ids included; `meta` has none)."""
+        self._insert(table, row, "")
+
+    def _insert(self, table: str, row: Row, tail: str) -> list[Row]:
         check_columns(table, row)
         check_text_values(table, row)
         cols = ", ".join(row)
         marks = ", ".join("?" for _ in row)
-        tail = f" RETURNING {returning}" if returning else ""
-        found = self.rows(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", [encode(v) for v in row.values()])
-        return found[0][returning] if returning else None
+        return self.rows(f"INSERT INTO {table} ({cols}) VALUES ({marks}){tail}", [encode(v) for v in row.values()])
 
     def update(self, table: str, key: int, changes: Row) -> int:
         if not changes:
@@ -186,7 +192,7 @@ class Store(ABC):
         applied = self.applied_migrations()
         return {"applied": applied, "pending": [m.name for m in MIGRATIONS if m.name not in applied]}
 
-    def check_known(self, applied: Sequence[str]) -> None:
+    def check_known(self, applied: Iterable[str]) -> None:
         unknown = set(applied) - {m.name for m in MIGRATIONS}
         if unknown:
             raise StoreError(f"{self.describe()} was written by a newer SAGE (migrations {sorted(unknown)}); upgrade SAGE")

@@ -3,6 +3,8 @@ tried (attempts) and what the agent said it adopted (adoptions)."""
 
 from __future__ import annotations
 
+import builtins
+
 from typing import Any, Iterable, Sequence
 
 from sage_engine.errors import NotFound
@@ -22,7 +24,7 @@ class EpisodeRecords:
     # --------------------------------------------------------------- episodes
 
     def open(self, fields: Row) -> int:
-        return self.store.insert("episodes", {**fields, "status": "open"})  # type: ignore[return-value]
+        return self.store.insert("episodes", {**fields, "status": "open"})
 
     def get(self, episode_id: int) -> Row:
         check_id(episode_id, "episode")
@@ -93,11 +95,11 @@ class EpisodeRecords:
                 rows,
             )
 
-    def shown_ids(self, episode_id: int) -> list[int]:
+    def shown_ids(self, episode_id: int) -> builtins.list[int]:
         rows = self.store.rows("SELECT DISTINCT item_id FROM retrievals WHERE episode_id = ? ORDER BY item_id", (episode_id,))
         return [r["item_id"] for r in rows]
 
-    def shown_rows(self, episode_id: int) -> list[Row]:
+    def shown_rows(self, episode_id: int) -> builtins.list[Row]:
         return self.store.rows(
             "SELECT r.item_id, r.rank, r.score, r.similarity, r.exploration, r.utility, r.resident, i.kind, i.title,"
             " i.content, i.code, i.tags, i.n_adopted, i.adoption_rate, i.scope, i.author, i.authors"
@@ -106,7 +108,7 @@ class EpisodeRecords:
             (episode_id,),
         )
 
-    def recent_queries(self, episodes: int) -> list[str]:
+    def recent_queries(self, episodes: int) -> builtins.list[str]:
         """The retrieval query of each of the last `episodes` episodes (those
         that were shown anything), through the episode index."""
         rows = self.store.rows(
@@ -145,7 +147,7 @@ class EpisodeRecords:
         """Store an attempt under its reserved id (`row["id"]`), or a fresh one."""
         if row.get("id") is None:
             row = {**row, "id": self.reserve_attempt_id()}
-        return self.store.insert("attempts", row)  # type: ignore[return-value]
+        return self.store.insert("attempts", row)
 
     def set_attempt_result(self, attempt_id: int, result_json: str) -> None:
         self.store.run("UPDATE attempts SET result = ? WHERE id = ?", (result_json, attempt_id))
@@ -160,13 +162,13 @@ class EpisodeRecords:
     def attempt_by_request(self, request_id: str) -> Row | None:
         return self.store.one(f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE request_id = ?", (request_id,))
 
-    def attempts(self, episode_id: int) -> list[Row]:
+    def attempts(self, episode_id: int) -> builtins.list[Row]:
         return self.store.rows(f"SELECT {ATTEMPT_COLUMNS} FROM attempts WHERE episode_id = ? ORDER BY id", (episode_id,))
 
     def attempt_count(self, episode_id: int) -> int:
         return int(self.store.scalar("SELECT COUNT(*) AS n FROM attempts WHERE episode_id = ?", (episode_id,)))
 
-    def results_for_path(self, path: str, limit: int) -> list[Row]:
+    def results_for_path(self, path: str, limit: int) -> builtins.list[Row]:
         return self.store.rows(
             "SELECT id, episode_id, created_at, result FROM attempts WHERE candidate_path = ? ORDER BY id DESC LIMIT ?",
             (path, limit),
@@ -194,16 +196,16 @@ class EpisodeRecords:
             (episode_id, item_id, attempt_id, evidence, weight, now, author),
         )
 
-    def adoptions(self, episode_id: int) -> list[Row]:
+    def adoptions(self, episode_id: int) -> builtins.list[Row]:
         return self.store.rows(
             "SELECT item_id, attempt_id, evidence, weight, author FROM adoptions WHERE episode_id = ? ORDER BY id", (episode_id,)
         )
 
-    def adopted_in_attempts(self, attempt_ids: Sequence[int]) -> dict[int, list[int]]:
+    def adopted_in_attempts(self, attempt_ids: Sequence[int]) -> dict[int, builtins.list[int]]:
         if not attempt_ids:
             return {}
         marks = ",".join("?" * len(attempt_ids))
-        out: dict[int, list[int]] = {a: [] for a in attempt_ids}
+        out: dict[int, builtins.list[int]] = {a: [] for a in attempt_ids}
         query = f"SELECT attempt_id, item_id FROM adoptions WHERE attempt_id IN ({marks}) ORDER BY id"
         for r in self.store.rows(query, tuple(attempt_ids)):
             out[r["attempt_id"]].append(r["item_id"])

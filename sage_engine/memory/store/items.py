@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+
 import json
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from sage_engine.errors import NotFound
 from sage_engine.memory.retrieval import Candidate
@@ -51,7 +53,7 @@ class ItemRecords:
         order: str = "utility",
         limit: int | None = None,
         offset: int = 0,
-    ) -> list[Item]:
+    ) -> builtins.list[Item]:
         """Items by filter. With a `viewer`, others' private items are left
         out (`shared_only`: every private item); engine-internal reads pass
         none and see everything."""
@@ -67,15 +69,15 @@ class ItemRecords:
             params += [limit, offset]
         return [item_from_row(r) for r in self.store.rows(sql, params)]
 
-    def gate_rows(self, *, kind: str = "experience", status: str = "active") -> list[tuple[Item, float, float]]:
+    def gate_rows(self, *, kind: str = "experience", status: str = "active") -> builtins.list[tuple[Item, float, float]]:
         """Items with the credited-target sums the consolidation gate needs."""
         rows = self.store.rows(f"SELECT {COLUMNS} FROM items WHERE kind = ? AND status = ? ORDER BY id", (kind, status))
         return [(item_from_row(r), r["target_sum"], r["target_sq"]) for r in rows]
 
     def insert(self, row: Row) -> int:
-        return self.store.insert("items", row)  # type: ignore[return-value]
+        return self.store.insert("items", row)
 
-    def insert_many(self, rows: list[Row]) -> None:
+    def insert_many(self, rows: builtins.list[Row]) -> None:
         """Bulk load (benchmarks, imports of synthetic corpora): one transaction."""
         if not rows:
             return
@@ -89,7 +91,7 @@ class ItemRecords:
     def update(self, item_id: int, changes: Row) -> None:
         self.store.update("items", item_id, changes)
 
-    def strengthen(self, item_id: int, tags: list[str], derived_from: list[int], now: float) -> None:
+    def strengthen(self, item_id: int, tags: builtins.list[str], derived_from: builtins.list[int], now: float) -> None:
         """A near-duplicate lesson adds support instead of a copy."""
         self.store.run(
             "UPDATE items SET support = support + 1, tags = ?, derived_from = ?, updated_at = ? WHERE id = ?",
@@ -110,10 +112,10 @@ class ItemRecords:
 
     # ---------------------------------------------------------------- search
 
-    def lexical(self, terms: list[str], limit: int) -> list[Candidate]:
+    def lexical(self, terms: builtins.list[str], limit: int) -> builtins.list[Candidate]:
         return [_candidate(r, bm25=max(float(r["score"]), 0.0)) for r in self.store.lexical_rows(terms, limit)]
 
-    def candidates(self, ids: Sequence[int]) -> list[Candidate]:
+    def candidates(self, ids: Sequence[int]) -> builtins.list[Candidate]:
         """Candidates for items found by dense similarity alone (no lexical score)."""
         if not ids:
             return []
@@ -130,14 +132,14 @@ class ItemRecords:
             (item_id, model, blob),
         )
 
-    def vectors(self, model: str) -> tuple[list[int], list[bytes]]:
+    def vectors(self, model: str) -> tuple[builtins.list[int], builtins.list[bytes]]:
         rows = self.store.rows("SELECT item_id, vector FROM item_vectors WHERE model = ? ORDER BY item_id", (model,))
         return [r["item_id"] for r in rows], [bytes(r["vector"]) for r in rows]
 
     def vector_count(self, model: str) -> int:
         return int(self.store.scalar("SELECT COUNT(*) AS n FROM item_vectors WHERE model = ?", (model,)))
 
-    def without_vector(self, model: str) -> list[Row]:
+    def without_vector(self, model: str) -> builtins.list[Row]:
         return self.store.rows(
             "SELECT id, title, content FROM items WHERE id NOT IN (SELECT item_id FROM item_vectors WHERE model = ?) ORDER BY id",
             (model,),
@@ -164,15 +166,16 @@ class ItemRecords:
         return None if value is None else float(value)
 
 
-def _visible_to(viewer: str | None) -> tuple[str, list]:
+def _visible_to(viewer: str | None) -> tuple[str, list[Any]]:
     """Items a viewer may see, whole or counted (None: every item, for the engine's own reads)."""
     if viewer is None:
         return "1 = 1", []
     return "(scope <> 'private' OR author = ?)", [viewer]
 
 
-def _filters(*, kind, statuses, scope, author) -> tuple[str, list]:
-    where, params = ["1 = 1"], []
+def _filters(*, kind: str | None, statuses: Iterable[str] | None, scope: str | None, author: str | None) -> tuple[str, list[Any]]:
+    where: list[str] = ["1 = 1"]
+    params: list[Any] = []
     if kind:
         where.append("kind = ?")
         params.append(kind)
@@ -204,7 +207,7 @@ def _candidate(r: Row, *, bm25: float) -> Candidate:
     )
 
 
-def _json(value) -> str:
+def _json(value: Any) -> str:
     return json.dumps(value)
 
 

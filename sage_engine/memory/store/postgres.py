@@ -52,7 +52,7 @@ class PostgresStore(Store):
     greatest = "GREATEST"
     real = "DOUBLE PRECISION"
 
-    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout_s: float = 10.0, bm25_weights=BM25_WEIGHTS):
+    def __init__(self, url: str, *, pool_size: int = 8, connect_timeout_s: float = 10.0, bm25_weights: Sequence[float] = BM25_WEIGHTS):
         super().__init__()
         try:
             import psycopg

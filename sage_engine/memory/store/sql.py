@@ -17,7 +17,9 @@ Row = dict[str, Any]
 class Sql(Protocol):
     """The statements a record class runs (`Store` is one)."""
 
-    greatest: str
+    @property
+    def greatest(self) -> str:
+        """The SQL name of the two-argument maximum."""
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[list[Row], int]: ...
 
@@ -31,7 +33,9 @@ class Sql(Protocol):
 
     def count(self, sql: str, params: Sequence[Any] = ()) -> int: ...
 
-    def insert(self, table: str, row: Row, *, returning: str | None = "id") -> int | None: ...
+    def insert(self, table: str, row: Row) -> int: ...
+
+    def insert_row(self, table: str, row: Row) -> None: ...
 
     def update(self, table: str, key: int, changes: Row) -> int: ...
 

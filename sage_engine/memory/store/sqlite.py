@@ -32,7 +32,7 @@ class SqliteStore(Store):
     greatest = "max"
     real = "REAL"
 
-    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 10_000, bm25_weights=BM25_WEIGHTS):
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 10_000, bm25_weights: Sequence[float] = BM25_WEIGHTS):
         super().__init__()
         self.path = Path(path)
         self.bm25_weights = tuple(bm25_weights)

@@ -44,7 +44,7 @@ def import_rows(store: Store, records: Iterable[dict[str, Any]]) -> dict[str, in
                 store.audit.set_meta(row["key"], row["value"])
             else:
                 try:
-                    store.insert(table, row, returning=None)
+                    store.insert_row(table, row)
                 except StoreError as exc:
                     raise StoreError(f"cannot import {table} row {row.get('id')}: {exc} (import into an empty database)") from exc
             counts[table] = counts.get(table, 0) + 1

@@ -20,10 +20,10 @@ import triton.language as tl  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 if "--plain" not in sys.argv:  # without SAGE's interpretation: what the interpreter does on its own
-    from sage_engine.evaluation.child import ascend_ops, interp_bf16
+    from sage_engine.evaluation.child.fidelity import ascend_ops, bf16
 
     ascend_ops.install(interpreter)
-    interp_bf16.install(interpreter)
+    bf16.install(interpreter)
 
 
 @triton.jit

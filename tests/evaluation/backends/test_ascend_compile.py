@@ -103,11 +103,11 @@ def test_triton_ascend_example_passes_correctness_and_the_front_end(ascend_backe
     result = evaluate(ascend_backend, task, path.read_text())
     assert result.status == "correct", (result.message, result.diagnostics, result.stdout_tail[-2000:])
     assert result.hardware == "Ascend910B3" and result.backend == "ascend-compile"
-    assert result.compile_info["front_end"] == "passed"
-    assert result.compile_info["chip"] == "Ascend910B3"
-    assert result.compile_info["note"] == "front end passed; no NPU binary without CANN"
-    kernels = result.compile_info["kernels"]
-    assert kernels and all(k["front_end"] == "passed" for k in kernels)
+    assert result.compile_info.front_end == "passed"
+    assert result.compile_info.chip == "Ascend910B3"
+    assert result.compile_info.note == "front end passed; no NPU binary without CANN"
+    kernels = result.compile_info.kernels
+    assert kernels and all(k.front_end == "passed" for k in kernels)
     assert result.speedup is None and not result.timing_representative
     assert result.versions["triton_ascend"] == "3.2.0"
 
@@ -120,8 +120,8 @@ def test_broken_variant_is_a_compile_error_of_its_category(ascend_backend, path)
     task = load_task(path.parent.parent)
     result = evaluate(ascend_backend, task, path.read_text())
     assert result.status == "compile_error", (result.message, result.diagnostics, result.stdout_tail[-2000:])
-    assert result.compile_info["category"] == category
-    assert result.compile_info["tags"] == [category, "Ascend910B3"]
+    assert result.compile_info.category == category
+    assert result.compile_info.tags == [category, "Ascend910B3"]
     diag = result.diagnostics[0]
     assert diag.category == category and diag.kernel and diag.line
     source_line = path.read_text().splitlines()[diag.line - 1]
@@ -192,7 +192,7 @@ def test_wrong_kernel_is_incorrect_even_though_the_front_end_passes(ascend_backe
     task = load_task(FP64_TASK.replace("torch.float64", "torch.float32"))
     result = evaluate(ascend_backend, task, KERNEL_TEMPLATE.format(expr="tl.exp(x) + 1.0"))
     assert result.status == "incorrect"
-    assert result.compile_info["front_end"] == "passed"
+    assert result.compile_info.front_end == "passed"
     assert result.mismatch
 
 
@@ -202,7 +202,7 @@ def test_candidate_that_launches_no_kernel_is_checked_but_warned(ascend_backend)
     source = "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.exp(x)\n"
     result = evaluate(ascend_backend, task, source)
     assert result.status == "correct"
-    assert result.compile_info["front_end"] == "not_run"
+    assert result.compile_info.front_end == "not_run"
     assert [d.category for d in result.diagnostics] == ["no_kernel"]
 
 
@@ -215,7 +215,7 @@ def test_chip_comes_from_config_and_unknown_chips_are_refused(ascend_env, tmp_pa
     finally:
         backend.close()
     assert result.hardware == "Ascend910B4"
-    assert result.compile_info["tags"] == ["ub_overflow", "Ascend910B4"]
+    assert result.compile_info.tags == ["ub_overflow", "Ascend910B4"]
     unknown = AscendCompileBackend(ascend_env.replace(chip="Ascend999"))
     with pytest.raises(InvalidInput, match="Ascend910B3"):
         evaluate(unknown, load_task(SUITE / "silu"), path.read_text())

@@ -233,16 +233,16 @@ def test_tutorial_05_matmul_at_128_tiles_passes_the_front_end_as_the_device_spec
     # this kernel overflows the UB (10486016 bits), which it does not on the device.
     result = ascend_backend.evaluate(load_task(MATMUL_TASK), FIXED_128, trials=1)
     assert result.status == "correct", (result.message, result.diagnostics)
-    kernel = result.compile_info["kernels"][0]
-    assert kernel["front_end"] == "passed" and kernel["specialization"]["stride_bn"] == "1"
+    kernel = result.compile_info.kernels[0]
+    assert kernel.front_end == "passed" and kernel.specialization["stride_bn"] == "1"
 
 
 @pytest.mark.slow
 def test_autotuned_tutorial_05_is_correct_with_every_config_checked(ascend_backend):
     result = ascend_backend.evaluate(load_task(MATMUL_TASK), AUTOTUNED, trials=1)
     assert result.status == "correct", (result.message, result.diagnostics)
-    assert len(result.compile_info["autotune"]["matmul_kernel"]["checked"]) == 2
-    verdicts = {k["config"]: k["front_end"] for k in result.compile_info["kernels"]}
+    assert len(result.compile_info.autotune["matmul_kernel"].checked) == 2
+    verdicts = {k.config: k.front_end for k in result.compile_info.kernels}
     assert set(verdicts.values()) == {"passed"} and len(verdicts) == 2
 
 
@@ -250,7 +250,7 @@ def test_autotuned_tutorial_05_is_correct_with_every_config_checked(ascend_backe
 def test_autotune_config_that_overflows_the_ub_is_named_and_left_to_the_autotuner(ascend_backend):
     result = ascend_backend.evaluate(load_task(VECTOR_TASK), AUTOTUNED_ADD.format(configs=configs(4096, 65536)), trials=1)
     assert result.status == "correct", (result.message, result.diagnostics)
-    verdicts = {k["config"]: k["front_end"] for k in result.compile_info["kernels"]}
+    verdicts = {k.config: k.front_end for k in result.compile_info.kernels}
     assert verdicts == {"BLOCK=4096": "passed", "BLOCK=65536": "ub_overflow"}
     warning = next(d for d in result.diagnostics if d.severity == "warning")
     assert warning.category == "ub_overflow" and "config [BLOCK=65536]" in warning.message
@@ -259,4 +259,4 @@ def test_autotune_config_that_overflows_the_ub_is_named_and_left_to_the_autotune
 @pytest.mark.slow
 def test_autotuned_kernel_whose_every_config_overflows_is_a_compile_error(ascend_backend):
     result = ascend_backend.evaluate(load_task(VECTOR_TASK), AUTOTUNED_ADD.format(configs=configs(65536, 131072)), trials=1)
-    assert result.status == "compile_error" and result.compile_info["category"] == "ub_overflow", result.message
+    assert result.status == "compile_error" and result.compile_info.category == "ub_overflow", result.message

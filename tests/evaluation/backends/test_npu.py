@@ -95,9 +95,9 @@ def test_double_runs_the_whole_npu_path_and_names_the_device(npu_double):
     assert result.status == "correct", (result.message, result.stdout_tail[-2000:])
     assert result.backend == "npu" and result.hardware == "Ascend910B3 (test double on CPU)"
     assert result.timing_representative and result.speedup and result.speedup > 0
-    assert result.compile_info["timer"].endswith("child.device:npu_timer")
-    device_time = result.compile_info["device_time_us"]
-    assert device_time["reference"] > 0 and device_time["candidate"] > 0
+    assert result.compile_info.timer.endswith("child.device:npu_timer")
+    device_time = result.compile_info.device_time_us
+    assert device_time.reference > 0 and device_time.candidate > 0
     # The profile reads the same op statistics per op type (the double writes one row, its own).
     p = result.profile
     assert p.source == "npu-ops" and [k.name for k in p.candidate.kernels] == ["DoubleForward"]

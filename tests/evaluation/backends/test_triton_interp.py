@@ -309,8 +309,8 @@ def evaluate(backend, task_source: str, candidate: str):
 def test_autotuned_kernel_with_three_configs_is_correct_and_every_config_was_checked(backend):
     result = evaluate(backend, VECTOR_ADD_TASK, AUTOTUNED_ADD)
     assert result.status == "correct", (result.message, result.diagnostics, result.stdout_tail[-2000:])
-    checked = result.compile_info["autotune"]["add_kernel"]
-    assert checked["configs"] == 3 and checked["checked"] == ["BLOCK=128", "BLOCK=256", "BLOCK=512"]
+    checked = result.compile_info.autotune["add_kernel"]
+    assert checked.configs == 3 and checked.checked == ["BLOCK=128", "BLOCK=256", "BLOCK=512"]
 
 
 def test_autotune_config_that_drops_the_tail_is_caught_in_its_own_trial(backend):

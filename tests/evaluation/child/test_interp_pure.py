@@ -9,8 +9,8 @@ import torch
 
 triton = pytest.importorskip("triton")
 
-from sage_engine.evaluation.child.interp_autotune import describe, sample_configs  # noqa: E402
-from sage_engine.evaluation.child.interp_bf16 import to_bf16, to_f32  # noqa: E402
+from sage_engine.evaluation.child.fidelity.autotune import describe, sample_configs  # noqa: E402
+from sage_engine.evaluation.child.fidelity.bf16 import to_bf16, to_f32  # noqa: E402
 
 
 def configs(*blocks: tuple[int, int]) -> list:
@@ -42,7 +42,7 @@ def test_bf16_keeps_nan_a_nan():
 
 
 def test_a_failure_that_depends_on_the_triton_version_names_the_version():
-    from sage_engine.evaluation.child.interp_run import InterpreterChecks
+    from sage_engine.evaluation.child.fidelity.run import InterpreterChecks
     from sage_engine.evaluation.protocol import Fail
 
     checks = object.__new__(InterpreterChecks)  # only its message rewriting: no interpreter needed

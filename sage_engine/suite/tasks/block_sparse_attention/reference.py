@@ -24,6 +24,8 @@ def block_layout(num_blocks: int, window: int) -> torch.Tensor:
 
 
 class Model(nn.Module):
+    allowed: torch.Tensor  # a buffer (registered in __init__), which nn.Module's attribute type does not say
+
     def __init__(self, seq_len: int, block_size: int, window: int):
         super().__init__()
         if seq_len % block_size:

@@ -5,6 +5,10 @@ import torch.nn as nn
 
 
 class ModelNew(nn.Module):
+    # Buffers (registered in __init__): a tensor each, which nn.Module's attribute type does not say.
+    running_mean: torch.Tensor
+    running_var: torch.Tensor
+
     def __init__(self, channels: int, eps: float):
         super().__init__()
         self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(channels))

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 from typing import Any, Callable
 
+from sage_engine.evaluation.child.fidelity import once_per_module
+
 HELPER = "_sage_bool_op"
 
 
@@ -42,16 +44,15 @@ def bool_op(is_and: bool, *operands: Callable[[], Any]) -> Any:
     return result
 
 
+@once_per_module
 def install(interpreter: Any) -> None:
-    """Make the interpreter's AST rewrite fold `and`/`or` elementwise (idempotent)."""
+    """Make the interpreter's AST rewrite fold `and`/`or` elementwise."""
     rewriter = interpreter.FunctionRewriter
     base = type(rewriter.ast_transformer)
-    if getattr(base, "sage_bool_ops", False):
-        return
 
+    # Its base is the interpreter's own transformer class, known only once
+    # triton is loaded: no static type names it.
     class ElementwiseBoolOps(base):  # type: ignore[misc, valid-type]
-        sage_bool_ops = True
-
         def visit_Assign(self, node: ast.Assign) -> ast.AST:
             # The interpreter's own visit_Assign wraps the value without visiting it.
             node.value = self.visit(node.value)

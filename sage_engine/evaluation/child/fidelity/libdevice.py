@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from sage_engine.evaluation.child.interp_bf16 import to_bf16, to_f32
+from sage_engine.evaluation.child.fidelity import once_per_module
+from sage_engine.evaluation.child.fidelity.bf16 import to_bf16, to_f32
 
 _erfc = np.vectorize(math.erfc, otypes=[np.float64])
 _lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
@@ -80,7 +81,9 @@ BINARY = {
 PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinited": np.isfinite, "finitef": np.isfinite, "signbit": np.signbit}
 
 
-def install() -> None:
+@once_per_module
+def install(interpreter: Any) -> None:
+    """Compute the libdevice functions the kernels of `interpreter` call."""
     import importlib
 
     modules = []
@@ -90,7 +93,6 @@ def install() -> None:
         except ImportError:
             continue
     import triton.language as tl
-    from triton.runtime import interpreter
 
     Handle = interpreter.TensorHandle
 
@@ -125,12 +127,10 @@ def install() -> None:
                 out = fn(*wide)
             return result(out, tl.int1 if predicate else dtype)
 
-        call.__sage__ = True
         return call
 
     for module in modules:
         for table, predicate in ((UNARY, False), (BINARY, False), (PREDICATES, True)):
             for name, fn in table.items():
-                current = getattr(module, name, None)
-                if current is not None and not getattr(current, "__sage__", False):
+                if getattr(module, name, None) is not None:
                     setattr(module, name, make(fn, predicate))

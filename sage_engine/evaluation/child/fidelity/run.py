@@ -4,11 +4,12 @@ Wrapped around the standard correctness run in the candidate process, it
 makes the Triton interpreter run kernels as a device would judge them
 (see docs/backends.md, "What the interpreter checks"):
 
-- bf16 computed in fp32 and rounded (`interp_bf16`);
-- `and` / `or` on tensors elementwise, as the compiler reads them (`interp_logic`);
-- loads and stores outside every tensor of a launch refused (`interp_bounds`);
+- bf16 computed in fp32 and rounded (`bf16`);
+- `and` / `or` on tensors elementwise, as the compiler reads them (`logic`);
+- loads and stores outside every tensor of a launch refused (`bounds`);
 - every config of an autotuned kernel checked, the autotuner's benchmarking
-  never run, `@libentry` as the kernel (`interp_autotune`);
+  never run, `@libentry` as the kernel (`autotune`);
+- on upstream Triton, the libdevice functions computed (`libdevice`);
 - on triton-ascend, its language extensions interpreted (`ascend_ops`).
 
 A fault it catches is recorded when it happens and decides the candidate's
@@ -24,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from sage_engine.evaluation.common import diagnostics
-from sage_engine.evaluation.child import changes, correctness, interp_autotune, interp_bf16, interp_bounds, interp_libdevice, interp_logic
+from sage_engine.evaluation.child import changes, correctness
+from sage_engine.evaluation.child.fidelity import autotune, bf16, bounds, libdevice, logic
 from sage_engine.evaluation.protocol import CandidateDone, Event, Fail, HookReport, Request
 
 # Failures that say which Triton they happened on (the verdict depends on the version).
@@ -43,12 +45,12 @@ class InterpreterChecks:
         self.cand_path = str(Path(os.getcwd(), diagnostics.CANDIDATE_FILE))
         self.version_note = args.get("version_note", "")
         self.trial_configs: list[dict[str, str]] = []
-        interp_bf16.install(interpreter)
-        interp_logic.install(interpreter)
-        self.bounds = interp_bounds.BoundsChecker(self.cand_path)
+        bf16.install(interpreter)
+        logic.install(interpreter)
+        self.bounds = bounds.BoundsChecker(self.cand_path)
         if args.get("bounds", True):
             self.bounds.install(interpreter)
-        self.autotune = interp_autotune.AutotuneShim(
+        self.autotune = autotune.AutotuneShim(
             limit=int(args.get("autotune_configs", 4)), compare=self.compare, on_config=self.on_config, rotated=request.trials
         )
         self.autotune.install()
@@ -121,5 +123,7 @@ class TritonRun(InterpreterChecks):
     """The `triton` backend's hook: upstream Triton's interpreter, with libdevice."""
 
     def __init__(self, request: Request):
-        interp_libdevice.install()
+        from triton.runtime import interpreter
+
+        libdevice.install(interpreter)
         super().__init__(request)

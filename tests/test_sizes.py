@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sage_engine.suite import sizes
+from sage_engine import sizes
 
 MODULE = """import torch
 

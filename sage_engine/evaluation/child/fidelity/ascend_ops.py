@@ -27,13 +27,11 @@ from typing import Any
 
 import numpy as np
 
-_INSTALLED: set[int] = set()
+from sage_engine.evaluation.child.fidelity import once_per_module
 
 
+@once_per_module
 def install(interpreter: Any) -> None:
-    if id(interpreter) in _INSTALLED:
-        return
-    _INSTALLED.add(id(interpreter))
     import triton.language as tl
 
     Handle = interpreter.TensorHandle
@@ -118,7 +116,7 @@ def install(interpreter: Any) -> None:
     for name in ("extract_slice", "insert_slice", "get_element"):
         for module in (tl, getattr(tl, "core", None)):
             original = getattr(module, name, None) if module is not None else None
-            if original is not None and not getattr(original, "__sage__", False):
+            if original is not None:
                 setattr(module, name, _with_wrapped_ints(original, tl, 2 if name == "insert_slice" else 1))
 
     def parallel(arg1: Any, arg2: Any = None, step: Any = None, **_hints: Any) -> range:
@@ -144,5 +142,4 @@ def _with_wrapped_ints(original: Any, tl: Any, position: int) -> Any:
         kwargs = {k: wrap(v) if k in ("offsets", "indice") else v for k, v in kwargs.items()}
         return original(*args, **kwargs)
 
-    builtin.__sage__ = True
     return builtin

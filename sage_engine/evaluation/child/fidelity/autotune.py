@@ -29,6 +29,8 @@ import sys
 import types
 from typing import Any, Callable
 
+from sage_engine.evaluation.child.fidelity import once_per_module
+
 # Config kwargs that are compile options on triton-ascend, not kernel arguments.
 COMPILE_OPTIONS = (
     "multibuffer",
@@ -193,18 +195,21 @@ def install_decorators() -> None:
     where kernels are only compiled, not run)."""
     from triton.runtime import autotuner
 
+    _decorators(autotuner)
+
+
+@once_per_module
+def _decorators(autotuner: Any) -> None:
     Autotuner = autotuner.Autotuner
-    if not getattr(Autotuner.__init__, "__sage__", False):
-        original_init = Autotuner.__init__
+    original_init = Autotuner.__init__
 
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-            # Without a do_bench of its own the autotuner asks the device driver for one.
-            if kwargs.get("do_bench") is None:
-                kwargs["do_bench"] = _no_benchmark
-            original_init(self, *args, **kwargs)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # Without a do_bench of its own the autotuner asks the device driver for one.
+        if kwargs.get("do_bench") is None:
+            kwargs["do_bench"] = _no_benchmark
+        original_init(self, *args, **kwargs)
 
-        __init__.__sage__ = True
-        Autotuner.__init__ = __init__
+    Autotuner.__init__ = __init__
     install_libentry(autotuner)
 
 
@@ -259,11 +264,11 @@ def _same(a: Any, b: Any) -> bool:
 
 def install_libentry(autotuner: Any) -> None:
     """triton-ascend's `triton.runtime.libentry` imports torch_npu; here its
-    decorators are what they mean for the numbers: the kernel, and an autotuner."""
-    if "triton.runtime.libentry" in sys.modules and not getattr(sys.modules["triton.runtime.libentry"], "__sage__", False):
+    decorators are what they mean for the numbers: the kernel, and an autotuner.
+    A libentry that imported (on a machine with torch_npu) is kept."""
+    if "triton.runtime.libentry" in sys.modules:
         return
     module = types.ModuleType("triton.runtime.libentry")
-    module.__sage__ = True
 
     def libentry(*_args: Any, **_kwargs: Any) -> Callable[[Any], Any]:
         return lambda fn: fn
@@ -274,9 +279,7 @@ def install_libentry(autotuner: Any) -> None:
         allowed = {"prune_configs_by", "reset_to_zero", "restore_value", "pre_hook", "post_hook"}
         return triton.autotune(configs=configs, key=key, **{k: v for k, v in kwargs.items() if k in allowed})
 
-    module.libentry = libentry
-    module.libtuner = libtuner
-    module.LibEntry = lambda fn, *a, **k: fn
+    vars(module).update(libentry=libentry, libtuner=libtuner, LibEntry=lambda fn, *a, **k: fn)
     sys.modules["triton.runtime.libentry"] = module
     import triton.runtime
 

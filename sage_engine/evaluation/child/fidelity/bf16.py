@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-_INSTALLED: set[int] = set()
+from sage_engine.evaluation.child.fidelity import once_per_module
 
 
 def to_f32(bits: Any) -> Any:
@@ -42,11 +42,9 @@ def to_bf16(values: Any, *, truncate: bool = False) -> Any:
     return out.reshape(x.shape)
 
 
+@once_per_module
 def install(interpreter: Any) -> None:
-    """Patch the interpreter module's builder and reductions (once per module)."""
-    if id(interpreter) in _INSTALLED:
-        return
-    _INSTALLED.add(id(interpreter))
+    """Patch the interpreter module's builder and reductions."""
     import triton.language as tl
 
     Handle = interpreter.TensorHandle

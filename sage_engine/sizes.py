@@ -6,7 +6,9 @@ of `input_shape = (3, 240, 240)`), or an integer inside a case row (an
 element of NPUKernelBench's `"[128, 256]"` column text, of a MultiKernelBench
 `"shape": [1, 128, 4096]`). CPU scaling halves slots; this module finds them,
 proposes the halvings and writes the result back. Pure and standard-library
-only: the probe in the sandbox child imports it.
+only: the probe in the sandbox child imports it. It sits beside `syntax.py`,
+below both the suite (scaling, the probe) and the evaluation (the shape
+variants), so that neither has to import the other for it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import copy
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 from sage_engine import syntax
 
 # Values below this are left alone: they are axes, counts of layers or small
@@ -85,29 +87,41 @@ def _int_value(node: ast.AST) -> int | None:
             return None
         if isinstance(node.op, ast.FloorDiv) and right == 0:
             return None
-        ops = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__, ast.FloorDiv: int.__floordiv__, ast.Pow: int.__pow__}
+        ops: dict[type[ast.operator], Callable[[int, int], int]] = {
+            ast.Add: int.__add__,
+            ast.Sub: int.__sub__,
+            ast.Mult: int.__mul__,
+            ast.FloorDiv: int.__floordiv__,
+            ast.Pow: int.__pow__,
+        }
         return ops[type(node.op)](left, right)
     return None
 
 
-def _constant_assigns(tree: ast.Module):
+def _constant_assigns(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
     """(name, the node of its value) for each top-level assignment: `n = 4096`,
     `n: int = 4096`, and each name of `batch, seq, dim = 2, 4096, 4096`."""
     for node in tree.body:
-        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
-            yield node.targets[0].id, node.value
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if len(names) == len(node.targets):
+                yield names[0], node.value
+            elif len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)):
+                elts = node.targets[0].elts
+                if not isinstance(node.value, (ast.Tuple, ast.List)):
+                    continue
+                unpacked = [t.id for t in elts if isinstance(t, ast.Name)]
+                if len(unpacked) == len(elts) == len(node.value.elts):
+                    yield from zip(unpacked, node.value.elts)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             yield node.target.id, node.value
-        elif (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], (ast.Tuple, ast.List))
-            and isinstance(node.value, (ast.Tuple, ast.List))
-            and len(node.targets[0].elts) == len(node.value.elts)
-            and all(isinstance(t, ast.Name) for t in node.targets[0].elts)
-        ):
-            for target, value in zip(node.targets[0].elts, node.value.elts):
-                yield target.id, value
+
+
+def _int_items(node: ast.Tuple | ast.List) -> list[int] | None:
+    """The elements of a tuple or list literal, when every one is an integer."""
+    items = [_int_value(e) for e in node.elts]
+    ints = [v for v in items if v is not None]
+    return ints if len(ints) == len(items) else None
 
 
 def module_slots(source: str) -> list[Slot]:
@@ -119,8 +133,8 @@ def module_slots(source: str) -> list[Slot]:
         if value is not None:
             slots.append(Slot(("const", name), name, value))
         elif isinstance(node, (ast.Tuple, ast.List)):
-            items = [_int_value(e) for e in node.elts]
-            if items and all(v is not None for v in items):
+            items = _int_items(node)
+            if items:
                 slots.extend(Slot(("const", name, i), name, v) for i, v in enumerate(items))
     return slots
 
@@ -134,7 +148,10 @@ def apply_module(source: str, values: dict[tuple, int]) -> str:
         if ("const", name) in values:
             return repr(int(values[("const", name)]))
         if isinstance(node, (ast.Tuple, ast.List)) and any(k[:2] == ("const", name) and len(k) == 3 for k in values):
-            items = [values.get(("const", name, i), _int_value(e)) for i, e in enumerate(node.elts)]
+            written = _int_items(node)
+            if written is None:
+                return None  # not a tuple of sizes: no slot of it can have been chosen
+            items = [values.get(("const", name, i), v) for i, v in enumerate(written)]
             inner = ", ".join(repr(int(v)) for v in items)
             return f"[{inner}]" if isinstance(node, ast.List) else f"({inner}{',' if len(items) == 1 else ''})"
         return None
@@ -142,7 +159,10 @@ def apply_module(source: str, values: dict[tuple, int]) -> str:
     return _splice(source, text)
 
 
-def _splice(source: str, text_for, assigns=None) -> str:
+Assigns = Callable[[ast.Module], Iterator[tuple[str, ast.expr]]]
+
+
+def _splice(source: str, text_for: Callable[[str, ast.expr], str | None], assigns: Assigns | None = None) -> str:
     """The source with the value of each assignment that `text_for` answers
     for replaced; `assigns` picks the assignments (the top-level ones by default)."""
     tree = syntax.parse(source)
@@ -153,13 +173,14 @@ def _splice(source: str, text_for, assigns=None) -> str:
     edits = []
     for name, value_node in (assigns or _constant_assigns)(tree):
         text = text_for(name, value_node)
-        if text is None:
+        # A parsed node always has its end position (Python 3.8+ fills it in).
+        if text is None or value_node.end_lineno is None or value_node.end_col_offset is None:
             continue
         start = offsets[value_node.lineno - 1] + value_node.col_offset
         end = offsets[value_node.end_lineno - 1] + value_node.end_col_offset
         edits.append((start, end, text.encode("utf-8")))
-    for start, end, text in sorted(edits, reverse=True):
-        data = data[:start] + text + data[end:]
+    for start, end, replacement in sorted(edits, reverse=True):
+        data = data[:start] + replacement + data[end:]
     return data.decode("utf-8")
 
 
@@ -169,10 +190,9 @@ def module_values(source: str, names: list[str] | None = None) -> dict[str, Any]
     for name, node in _constant_assigns(syntax.parse(source)):
         if names is not None and name not in names:
             continue
-        value = _int_value(node)
+        value: int | list[int] | None = _int_value(node)
         if value is None and isinstance(node, (ast.Tuple, ast.List)):
-            items = [_int_value(e) for e in node.elts]
-            value = items if all(v is not None for v in items) else None
+            value = _int_items(node)
         if value is not None:
             out[name] = value
     return out
@@ -193,7 +213,7 @@ def set_constants(source: str, values: dict[str, Any]) -> str:
 # ------------------------------------------------------- constructor sizes
 
 
-def _init_assigns(tree: ast.Module):
+def _init_assigns(tree: ast.Module) -> Iterator[tuple[str, ast.expr]]:
     """(name, value node) for each `self.name = <integer>` directly in
     `Model.__init__`, for names the constructor assigns once."""
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
@@ -210,27 +230,31 @@ def _init_assigns(tree: ast.Module):
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                     assigned[t.attr] = assigned.get(t.attr, 0) + 1
     for node in init.body:
-        target = (
-            node.targets[0]
-            if isinstance(node, ast.Assign) and len(node.targets) == 1
-            else node.target
-            if isinstance(node, ast.AnnAssign) and node.value is not None
-            else None
-        )
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
         if (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
             and target.value.id == "self"
             and assigned.get(target.attr) == 1
-            and _int_value(node.value) is not None
+            and _int_value(value) is not None
         ):
-            yield target.attr, node.value
+            yield target.attr, value
 
 
 def init_slots(source: str) -> list[Slot]:
     """Sizes the model fixes in its constructor (`self.vocab_size = 65536`),
     which no case row and no `get_init_inputs` reaches. Keys: ("attr", name)."""
-    return [Slot(("attr", name), name, _int_value(node)) for name, node in _init_assigns(syntax.parse(source))]
+    slots = []
+    for name, node in _init_assigns(syntax.parse(source)):
+        value = _int_value(node)
+        if value is not None:  # always: _init_assigns yields integer values only
+            slots.append(Slot(("attr", name), name, value))
+    return slots
 
 
 def apply_init(source: str, values: dict[tuple, int]) -> str:
@@ -269,7 +293,8 @@ def _walk(value: Any, path: tuple, name: str, out: list[Slot]) -> None:
         for i, v in enumerate(value):
             _walk(v, path + (i,), name, out)
     elif isinstance(value, dict):
-        label = value.get("name") if isinstance(value.get("name"), str) else name
+        given = value.get("name")
+        label = given if isinstance(given, str) else name
         for k, v in value.items():
             if k not in ("name", "dtype", "type", "required"):
                 _walk(v, path + (k,), label, out)
