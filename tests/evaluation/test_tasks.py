@@ -88,7 +88,7 @@ def test_task_json_missing_a_required_key_says_which(tmp_path: Path):
 
 
 def test_list_suite_filters_and_handles_a_missing_dir(tmp_path: Path):
-    assert [t.id for t in list_suite(FIXTURE_TASKS)] == ["long_softmax", "matmul", "matmul_512", "relu", "row_softmax"]
+    assert [t.id for t in list_suite(FIXTURE_TASKS)] == ["long_softmax", "matmul", "matmul_1024", "matmul_512", "relu", "row_softmax"]
     assert [t.id for t in list_suite(FIXTURE_TASKS, family="softmax")] == ["long_softmax", "row_softmax"]
     assert list_suite(tmp_path / "nowhere") == []
 

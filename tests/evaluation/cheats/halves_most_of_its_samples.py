@@ -7,7 +7,14 @@ timing stops after three samples (a loaded machine reaching the hard cap),
 two of them could be honest, the median honest too, and the verdict
 `correct` at its true speedup (1.01): the cheat had failed, not the check.
 
-task: matmul
+On the 1024 matmul: what it hides in a batch (half of it, less the time it
+was preempted) must pass the misreport floor of 0.2 ms. On the 256 matmul
+(0.26 ms a call), two test workers on two cores preempted it for 77% of its
+timed time, its median CPU gap read 0.21 ms against a 0.23 ms bound, and it
+read `correct` at 1.85x: the gap docs/evaluation.md states for short
+batches on a loaded machine.
+
+task: matmul_1024
 expect: rejected
 """
 
