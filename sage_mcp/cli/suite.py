@@ -285,7 +285,12 @@ def _variants_cell(variants: list[dict]) -> str:
 
 def _summary_line(s: dict) -> str:
     sp = s["self_speedup"]
-    spread = f"median self-speedup {sp['median']:.3f} (IQR {sp['q1']:.3f}-{sp['q3']:.3f})" if sp.get("median") else "no self-speedup"
+    spread = (
+        f"median self-speedup {sp['median']:.3f} (IQR {sp['q1']:.3f}-{sp['q3']:.3f}, 10th percentile {sp['p10']:.3f}, "
+        f"{sp['under_0_9']} under 0.9)"
+        if sp.get("median")
+        else "no self-speedup"
+    )
     slowest = f"slowest {s['slowest']['id']} {s['slowest']['seconds']:.1f} s" if s["slowest"] else ""
     pct = f"{s['correct_pct']:.1f}%" if s["correct_pct"] is not None else "-"
     degenerate = f"; {len(s['degenerate'])} degenerate" if s.get("degenerate") else ""

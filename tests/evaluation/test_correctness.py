@@ -149,3 +149,18 @@ def test_at_large_input_values_correct_attention_in_another_order_passes_and_ove
         unsafe = scores / scores.sum(-1, keepdim=True) @ v
         assert not compare_outputs([ref], [unsafe], mode="kernelbench", scaled_inputs=True).ok
     assert failed_before > 0  # the draws include ones the old rtol x scale floor failed
+
+
+@pytest.mark.parametrize("mode", ["kernelbench", "npukernelbench"])
+def test_outputs_of_many_blocks_are_judged_whole_and_report_their_largest_errors(mode):
+    from sage_engine.evaluation.child.correctness import FAST_BLOCK
+
+    ref = torch.randn(3 * FAST_BLOCK + 17)
+    cand = ref.clone()
+    cand[2 * FAST_BLOCK + 5] += 3e-6  # the largest error, in the third block
+    result = compare_outputs([ref], [cand], mode=mode)
+    assert result.ok and result.max_abs_error == pytest.approx(3e-6, rel=0.2)
+    cand[-1] += 1.0  # wrong in the last, short block only
+    assert not compare_outputs([ref], [cand], mode=mode).ok
+    cand[-1] = float("nan")
+    assert not compare_outputs([ref], [cand], mode=mode).ok

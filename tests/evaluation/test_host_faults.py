@@ -33,7 +33,9 @@ def doing(first_line: str) -> str:
     return "import os\nimport time\n" + GOOD.replace(FORWARD, FORWARD + f"        {first_line}\n", 1)
 
 
-SLOW = doing("time.sleep(1.5)")  # long enough in correctness for a kill from outside to land mid-run
+# Its first call (in correctness) sleeps long enough for a kill from outside
+# to land mid-run; the rest, timing's dozens, run at the kernel's speed.
+SLOW = doing("SLEPT.append(time.sleep(1.5)) if not SLEPT else None").replace("import time\n", "import time\nSLEPT = []\n", 1)
 # Through getattr: a friendly static check would refuse `os.kill` before the sandbox is tested.
 KILLS_ITS_WORKER = doing('getattr(os, "ki" + "ll")(os.getppid(), 9)')
 KILLS_ITSELF = doing('getattr(os, "ki" + "ll")(os.getpid(), 9)')

@@ -147,13 +147,14 @@ def test_progress_counts_every_task_once(checked):
     assert {total for _, total in calls} == {len(report.tasks)}
 
 
-def test_summary_reports_median_and_quartiles_of_self_speedup():
-    checks = [TaskCheck(f"t{i}", "b", "correct", speedup=s, seconds=float(i)) for i, s in enumerate([0.9, 1.0, 1.0, 1.1, 1.3])]
+def test_summary_reports_median_quartiles_and_tenth_percentile_of_self_speedup():
+    checks = [TaskCheck(f"t{i}", "b", "correct", speedup=s, seconds=float(i)) for i, s in enumerate([0.8, 1.0, 1.0, 1.1, 1.3])]
     checks.append(TaskCheck("npu", "b", "cannot_run", cause="needs NPU"))
     summary = summarize(checks)
     assert summary["runnable"] == 5 and summary["correct_pct"] == 100.0
     assert summary["self_speedup"]["median"] == 1.0
     assert (summary["self_speedup"]["q1"], summary["self_speedup"]["q3"]) == (1.0, 1.1)
+    assert summary["self_speedup"]["p10"] == 0.88 and summary["self_speedup"]["under_0_9"] == 1
     assert summary["slowest"] == {"id": "t4", "seconds": 4.0}
     assert summary["goals"]["median_self_speedup"]["met"] and summary["goals"]["slowest_task_s"]["met"]
 

@@ -51,6 +51,10 @@ IDLE_CPU_FLOOR_S = 0.005
 IDLE_CPU_SHARE = 0.02
 
 
+# The parts of the timing phase a result's `phases` names (seconds by the worker's clock).
+TIMING_PARTS = ("timing_warmup", "timing_samples", "spot_checks", "fresh_checks", "fresh_inputs")
+
+
 class TimingPhase:
     """Samples of both sides, and the checks that run alongside them."""
 
@@ -73,6 +77,8 @@ class TimingPhase:
         self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
         self.all_streams: set[str] = set()
         self.inner: dict[str, int] = {}
+        # Seconds of the phase by part (the worker's clock): the samples, the checks among them, the re-measurement.
+        self.spent: dict[str, float] = dict.fromkeys(TIMING_PARTS, 0.0)
 
     def run(self) -> tuple[list[float], list[float], dict[str, Any]]:
         """(reference samples, candidate samples, checks), seconds per call; raises `Ended` for a cheat."""
@@ -85,6 +91,7 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
+        started = time.perf_counter()
         seeds = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}
         fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
         self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
@@ -98,6 +105,8 @@ class TimingPhase:
         # Threads alive now (torch's, a pool the candidate made while checked) may
         # stay; one that a timed call starts and leaves running is work after the timer.
         self.known = thread_ids(self.cand.pid)
+        sampling = time.perf_counter()
+        self.spent["timing_warmup"] = sampling - started
         ref_s, cand_s = timing.measure_alternating(
             lambda: self.sample(self.ref),
             self.candidate_sample,
@@ -107,6 +116,7 @@ class TimingPhase:
             budget_s=opts.budget_s,
             precision=opts.precision,
         )
+        self.spent["timing_samples"] = time.perf_counter() - sampling - self.spent["spot_checks"] - self.spent["fresh_checks"]
         reject_leftover_processes(self.sup, self.cand)
         if self.idle > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * self.busy):
             raise decided(
@@ -147,11 +157,13 @@ class TimingPhase:
         verdict = self.sup.req.verdict
         # Where the times mean something (not an interpreter's): the credited
         # speedup re-measured on inputs the candidate has never seen.
+        remeasuring = time.perf_counter()
         fresh = (
             Remeasure(self, self.input_bytes, verdict.fresh_samples, verdict.fresh_bound).run()
             if verdict.fresh_samples > 0 and opts.wall_s is None
             else None
         )
+        self.spent["fresh_inputs"] = time.perf_counter() - remeasuring
         checks: dict[str, Any] = {
             "cpus": cpus,
             "inner_calls": self.inner,
@@ -217,7 +229,9 @@ class TimingPhase:
             self.idle += before - self.after
         check = self.checks_at.get(self.n)
         if check is not None:
+            t0 = time.perf_counter()
             self.checked_call(check)
+            self.spent["fresh_checks"] += time.perf_counter() - t0
             before = self.cpu.seconds()
         value = self.sample(self.cand)
         after = self.cpu.seconds()
@@ -234,7 +248,9 @@ class TimingPhase:
         self.known.update(now)
         reject_widened_cpus(self.cand, self.cpus)
         if self.sup.req.verdict.spot_checks:
+            t0 = time.perf_counter()
             spot_check(self)
+            self.spent["spot_checks"] += time.perf_counter() - t0
             after = self.cpu.seconds()
         self.batches.clear()
         self.after = after
