@@ -69,7 +69,7 @@ def test_bench_with_profile_prints_where_the_time_goes(tmp_path, calibration_dir
 def test_bench_without_profile_prints_only_the_sentence(tmp_path, calibration_dir):
     result = _bench(tmp_path, calibration_dir)
     assert result.exit_code == 0, result.output
-    assert "where the time goes: memory-bound at " in result.output
+    assert "where the time goes: memory-bound at " in result.output, result.output
     assert "share of measured bandwidth" not in result.output
 
 

@@ -238,30 +238,31 @@ def movable_positions(torch: Any, t: Any) -> Any:
 
 
 REPEATED = 8
+# Buckets of the search for repeated values, at most (2**22: 32 MiB of counts).
+BUCKET_BITS = 22
 
 
 def repeated_values(torch: Any, flat: Any) -> Any:
     """The values found `REPEATED` times or more in `flat` (equal as floats
     compare: -0.0 is 0.0, no NaN is another), or None where there are none.
 
-    A sorted copy holds a run of that many equal values exactly where an
-    element equals the one `REPEATED - 1` places on. Host tensors are sorted
-    by NumPy (a 4M-element float32 input in about 25 ms; `torch.unique` with
-    counts per position took 0.5 s, once per input and churn, three churns
-    an evaluation)."""
-    span = REPEATED - 1
-    try:
-        if flat.device.type != "cpu":
-            raise TypeError("sorted on its device")
-        import numpy
-
-        ordered = numpy.sort(flat.numpy())
-        starts = ordered[:-span][ordered[:-span] == ordered[span:]]
-        return torch.from_numpy(numpy.unique(starts)) if starts.size else None
-    except (ImportError, RuntimeError, TypeError):  # no NumPy for this torch, or a device tensor
-        ordered = torch.sort(flat).values
-        starts = ordered[:-span][ordered[:-span] == ordered[span:]]
-        return torch.unique(starts) if starts.numel() else None
+    Every copy of a value falls in one bucket of a hash of its bits, so a
+    bucket counted fewer than `REPEATED` times holds no such value: only the
+    values of fuller buckets (random draws fill few) are counted one by one.
+    A 4M-element float32 input in 0.15-0.3 s; `torch.unique` with counts
+    per position over all of it took 0.65 s, once per input and churn,
+    three churns an evaluation."""
+    n = flat.numel()
+    bits = (flat + 0.0).view(torch.int32 if flat.element_size() == 4 else torch.int64).to(torch.int64)  # + 0.0: -0.0 is 0.0
+    width = min(BUCKET_BITS, max(8, (2 * n).bit_length()))
+    bucket = ((bits * -7046029254386353131) >> 20) & ((1 << width) - 1)
+    counts = torch.bincount(bucket, minlength=1 << width)
+    if int(counts.max()) < REPEATED:
+        return None
+    suspects = flat[counts[bucket] >= REPEATED]
+    values, found = torch.unique(suspects, return_counts=True)
+    values = values[found >= REPEATED]
+    return values if values.numel() else None
 
 
 def _distinct(call: list[list[int]]) -> list[tuple[int, int]]:

@@ -116,6 +116,7 @@ class WorkerProcess:
     versions: dict[str, str] = field(default_factory=dict)
     child_pids: list[int] = field(default_factory=list)  # the running evaluation's reference and candidate
     write_lock: threading.Lock = field(default_factory=threading.Lock)
+    stop_lock: threading.Lock = field(default_factory=threading.Lock)  # the pool's close and a spare's start may both stop it
     ready: bool = False  # said Ready (torch imported) and not stopped since
     paused: bool = False  # told to stand still while another evaluation is timed
     paused_since: float = 0.0
@@ -235,18 +236,19 @@ class WorkerProcess:
         return Outcome(killed=killed, output_tail=why)
 
     def stop(self) -> None:
-        proc, self.proc, self.ready = self.proc, None, False
+        with self.stop_lock:  # each part taken by one caller only
+            proc, self.proc, self.ready = self.proc, None, False
+            scratch, self.scratch = self.scratch, None
+            cgroup, self.cgroup = self.cgroup, None
         try:
             if proc is not None:
                 self._end(proc)
         finally:
-            if self.scratch is not None:
-                shutil.rmtree(self.scratch, ignore_errors=True)
-                self.scratch = None
-            if self.cgroup is not None:
-                self.cgroup.kill()
-                self.cgroup.remove()
-                self.cgroup = None
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            if cgroup is not None:
+                cgroup.kill()
+                cgroup.remove()
 
     def _end(self, proc: subprocess.Popen) -> None:
         if proc.poll() is None and self.send(Op(Op.QUIT)):

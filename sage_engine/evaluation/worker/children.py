@@ -120,6 +120,30 @@ def spawn(role: str, request: Request, workdir: str, data_fd: int, inputs_fd: in
     return Child(role, pid, cmd_w, wire.LineReader(rep_r), wire.LineReader(evt_r), out_r)
 
 
+# glibc's malloc moves its mmap threshold up to the largest block freed so
+# far (and its trim threshold with it): a process that once freed a large
+# temporary then takes same-sized tensors from its heap, one that did not
+# maps and faults in every one afresh. Both sides of an evaluation start
+# from these fixed values instead, so neither's timed calls depend on what
+# it happened to free before them (a reference timed against itself read
+# 0.6-0.8x after the candidate's side alone freed a large sort's buffers).
+MMAP_THRESHOLD = 32 << 20  # glibc's largest on 64-bit hosts
+TRIM_THRESHOLD = 256 << 20
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+
+
+def steady_allocator() -> None:
+    """Fixed malloc thresholds in this process (glibc only; elsewhere nothing changes)."""
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+
+
 def child_main(role: str, request: Request, channels: "Channels", workdir: str) -> None:
     """What a forked child runs: the reference side, the candidate side, or a
     backend's runner routine (which has no reference); never returns."""
@@ -128,6 +152,7 @@ def child_main(role: str, request: Request, channels: "Channels", workdir: str) 
     emit = Emitter(channels.evt, request.token)
     code = 0
     try:
+        steady_allocator()
         prepare(request, workdir)
         if role == "reference":
             from sage_engine.evaluation.child.reference import ReferenceSide

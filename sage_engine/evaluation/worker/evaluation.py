@@ -291,14 +291,12 @@ class Evaluation:
         # not hold the host's timing turn until the evaluation's deadline.
         sup.call_limit = TIMED_CALL_FACTOR * max(ref_done.slowest_call, cand_done.slowest_call)
         start = time.perf_counter()
-        phase = TimingPhase(sup, ref, cand, options, input_bytes=ref_done.timed_bytes)
         try:
-            ref_s, cand_s, checks = phase.run()
+            ref_s, cand_s, checks = TimingPhase(sup, ref, cand, options, input_bytes=ref_done.timed_bytes, phases=report.phases).run()
         finally:
             self.send(TimingDone())
         elapsed = time.perf_counter() - start
         report.phases["timing"] = elapsed
-        report.phases.update({part: seconds for part, seconds in phase.spent.items() if seconds})
         report.phases["model_calls"] = report.phases.get("model_calls", 0.0) + elapsed
         report.checks.update(checks)
         return TimingReport(timing.stats(ref_s), timing.stats(cand_s), case=self.req.task.cases[ref_done.chosen], timer=options.timer)

@@ -20,7 +20,7 @@ import os
 import secrets
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from sage_engine.evaluation.common import timing
 from sage_engine.evaluation.protocol import ProfileOptions, ProfileReport, Report, TimingOptions, TimingReport, wire
@@ -51,14 +51,25 @@ IDLE_CPU_FLOOR_S = 0.005
 IDLE_CPU_SHARE = 0.02
 
 
-# The parts of the timing phase a result's `phases` names (seconds by the worker's clock).
+T = TypeVar("T")
+# The parts of the timing phase a result's `phases` names (seconds by the
+# worker's clock): the samples, the checks among them, the re-measurement.
 TIMING_PARTS = ("timing_warmup", "timing_samples", "spot_checks", "fresh_checks", "fresh_inputs")
+
+
+def spent(parts: dict[str, float], part: str, run: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`run(*args, **kwargs)`, its seconds added to `parts[part]`."""
+    start = time.perf_counter()
+    try:
+        return run(*args, **kwargs)
+    finally:
+        parts[part] = parts.get(part, 0.0) + time.perf_counter() - start
 
 
 class TimingPhase:
     """Samples of both sides, and the checks that run alongside them."""
 
-    def __init__(self, sup: Supervisor, ref: Child, cand: Child, options: TimingOptions, input_bytes: int = 0):
+    def __init__(self, sup: Supervisor, ref: Child, cand: Child, options: TimingOptions, input_bytes: int = 0, phases: dict | None = None):
         self.sup, self.ref, self.cand, self.opts = sup, ref, cand, options
         self.input_bytes = input_bytes  # the timed case's (sizes the fresh-input re-measurement's samples)
         self.checks_at = check_positions(options.min_reps, sup.req.verdict.stale_checks)
@@ -77,8 +88,7 @@ class TimingPhase:
         self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
         self.all_streams: set[str] = set()
         self.inner: dict[str, int] = {}
-        # Seconds of the phase by part (the worker's clock): the samples, the checks among them, the re-measurement.
-        self.spent: dict[str, float] = dict.fromkeys(TIMING_PARTS, 0.0)
+        self.spent: dict[str, float] = phases if phases is not None else {}  # by `TIMING_PARTS`
 
     def run(self) -> tuple[list[float], list[float], dict[str, Any]]:
         """(reference samples, candidate samples, checks), seconds per call; raises `Ended` for a cheat."""
@@ -91,8 +101,7 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
-        started = time.perf_counter()
-        seeds = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}
+        seeds, started = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}, time.perf_counter()
         fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
         self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
         # Calls per sample, so one sample lasts about INNER_TARGET_S: fewer
@@ -105,8 +114,7 @@ class TimingPhase:
         # Threads alive now (torch's, a pool the candidate made while checked) may
         # stay; one that a timed call starts and leaves running is work after the timer.
         self.known = thread_ids(self.cand.pid)
-        sampling = time.perf_counter()
-        self.spent["timing_warmup"] = sampling - started
+        sampling = self.spent["timing_warmup"] = time.perf_counter() - started
         ref_s, cand_s = timing.measure_alternating(
             lambda: self.sample(self.ref),
             self.candidate_sample,
@@ -116,7 +124,8 @@ class TimingPhase:
             budget_s=opts.budget_s,
             precision=opts.precision,
         )
-        self.spent["timing_samples"] = time.perf_counter() - sampling - self.spent["spot_checks"] - self.spent["fresh_checks"]
+        checked = self.spent.get("spot_checks", 0.0) + self.spent.get("fresh_checks", 0.0)
+        self.spent["timing_samples"] = time.perf_counter() - started - sampling - checked
         reject_leftover_processes(self.sup, self.cand)
         if self.idle > max(IDLE_CPU_FLOOR_S, IDLE_CPU_SHARE * self.busy):
             raise decided(
@@ -157,13 +166,11 @@ class TimingPhase:
         verdict = self.sup.req.verdict
         # Where the times mean something (not an interpreter's): the credited
         # speedup re-measured on inputs the candidate has never seen.
-        remeasuring = time.perf_counter()
         fresh = (
-            Remeasure(self, self.input_bytes, verdict.fresh_samples, verdict.fresh_bound).run()
+            spent(self.spent, "fresh_inputs", Remeasure(self, self.input_bytes, verdict.fresh_samples, verdict.fresh_bound).run)
             if verdict.fresh_samples > 0 and opts.wall_s is None
             else None
         )
-        self.spent["fresh_inputs"] = time.perf_counter() - remeasuring
         checks: dict[str, Any] = {
             "cpus": cpus,
             "inner_calls": self.inner,
@@ -229,9 +236,7 @@ class TimingPhase:
             self.idle += before - self.after
         check = self.checks_at.get(self.n)
         if check is not None:
-            t0 = time.perf_counter()
-            self.checked_call(check)
-            self.spent["fresh_checks"] += time.perf_counter() - t0
+            spent(self.spent, "fresh_checks", self.checked_call, check)
             before = self.cpu.seconds()
         value = self.sample(self.cand)
         after = self.cpu.seconds()
@@ -248,9 +253,7 @@ class TimingPhase:
         self.known.update(now)
         reject_widened_cpus(self.cand, self.cpus)
         if self.sup.req.verdict.spot_checks:
-            t0 = time.perf_counter()
-            spot_check(self)
-            self.spent["spot_checks"] += time.perf_counter() - t0
+            spent(self.spent, "spot_checks", spot_check, self)
             after = self.cpu.seconds()
         self.batches.clear()
         self.after = after
