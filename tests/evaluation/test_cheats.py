@@ -10,6 +10,9 @@ import pytest
 from tests.evaluation.support import CHEATS, fixture_task
 
 CHEAT_FILES = sorted(CHEATS.glob("*.py"))
+# The most a "no gain" cheat may be credited: a kernel as fast as the
+# reference reads 0.8-1.2x on a loaded two-core machine.
+NO_GAIN = 1.25
 
 
 def _header(path: Path) -> tuple[str, str]:
@@ -31,8 +34,9 @@ def test_cheating_candidate_is_caught(harness, path: Path):
     # What timing measured comes with a failure: a cheat that escapes on a loaded machine says how.
     why = (result.status, result.message, result.speedup, result.compile_info.checks, result.phases)
     if expected == "no gain" and result.status == "correct":
-        # Defeated without a verdict: credited no faster than the reference (it recomputes everything on new inputs).
-        assert result.speedup is not None and result.speedup < 1.0, why
+        # Defeated without a verdict: credited about the reference's speed (it recomputes everything on new
+        # inputs), within what two equally fast kernels read on a loaded machine.
+        assert result.speedup is not None and result.speedup < NO_GAIN, why
         return
     assert result.status == ("rejected" if expected == "no gain" else expected), why
     assert not result.correct and result.speedup is None

@@ -8,10 +8,14 @@ changes every element: all of it is recomputed.
 
 The churn's swaps reach past a quarter of the rows or columns in most
 calls, so most timed calls recompute everything too, and on an idle machine
-its fresh/churned ratio against the reference's reads 1.9-2.0, at the bound
-(on a loaded one, 2.1-2.4, past it). Either way it gains nothing: rejected,
-or correct and credited below the reference's speed (0.58x-0.63x measured
-idle, its fresh speedup; 0.93x on an overloaded machine).
+its fresh/churned ratio against the reference's reads 1.7-2.0 idle, near
+the bound (on a loaded one, 2.1-2.4, past it). Either way it gains nothing:
+its churned calls take what the reference's do (2.1-2.6 ms against 2.0-2.1
+ms idle), so it is rejected, or correct and credited at about the
+reference's speed: 0.50-0.63x idle (its fresh ratio charged), 0.93x and
+1.10x on CI's loaded machine, where the ratio read under the 1.5 charged
+and the speedup is that of two equally fast kernels (a self-speedup reads
+0.8-1.2 there). A memo that worked would read several times faster.
 
 task: matmul_512
 expect: no gain
