@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 
-import pytest
 import torch
 
 from sage_engine.evaluation.child import changes
@@ -180,32 +179,3 @@ def test_random_float32_inputs_have_every_position_movable_and_narrow_floats_are
     padded = torch.randn(20)
     padded[7:] = 0.0
     assert changes.movable_positions(torch, padded).tolist() == list(range(7))
-
-
-def _counted(t: torch.Tensor) -> list[int] | None:
-    """The positions whose value occurs fewer than 8 times, by counting each value (None: every position)."""
-    _, inverse, counts = torch.unique(t.reshape(-1), return_inverse=True, return_counts=True)
-    fixed = counts[inverse] >= changes.REPEATED
-    return None if not bool(fixed.any()) else torch.nonzero(~fixed).view(-1).tolist()
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_the_positions_found_by_hashing_are_those_a_count_of_each_value_finds(dtype):
-    x = torch.randn(3000, dtype=dtype)
-    inputs = {"random": x}
-    for name, (where, value) in {
-        "a run of 8": (slice(0, 8), 1.0),
-        "a run of 7": (slice(0, 7), 2.0),
-        "signed zeros": (slice(None, None, 5), -0.0),
-        "NaNs": (slice(None, None, 3), float("nan")),
-        "infinities": (slice(1, None, 9), float("inf")),
-    }.items():
-        y = x.clone()
-        y[where] = value
-        inputs[name] = y
-    inputs["zeros of both signs"] = inputs["signed zeros"].clone().index_fill_(0, torch.arange(1, 3000, 7), 0.0)
-    inputs["whole numbers"] = torch.randint(0, 5, (40, 75)).to(dtype)
-    inputs["a permutation per row"] = torch.rand(64, 512).argsort(dim=-1).to(dtype)  # every value 64 times
-    for name, t in inputs.items():
-        found = changes.movable_positions(torch, t)
-        assert (found.tolist() if found is not None else None) == _counted(t), name

@@ -225,44 +225,16 @@ def movable_positions(torch: Any, t: Any) -> Any:
     be judged on inputs that break it. In float32 and float64 inputs, random
     draws seldom repeat a value exactly (a few times at most, even in inputs
     of millions), and what a task's builder sets by hand does: values found
-    `REPEATED` times or more stay where they are. (In narrower floats random values repeat too, so every position
+    eight times or more stay where they are. (In narrower floats random values repeat too, so every position
     moves there.) Both processes search copies of the same values, so they
     find the same positions."""
     if t.dtype not in (torch.float32, torch.float64) or t.numel() > MOVABLE_SEARCH_LIMIT:
         return None
-    flat = t.detach().reshape(-1)
-    values = repeated_values(torch, flat)
-    if values is None:
+    _, inverse, counts = torch.unique(t.detach().reshape(-1), return_inverse=True, return_counts=True)
+    fixed = counts[inverse] >= 8
+    if not bool(fixed.any()):
         return None
-    return torch.nonzero(~torch.isin(flat, values)).view(-1).cpu()
-
-
-REPEATED = 8
-# Buckets of the search for repeated values, at most (2**22: 32 MiB of counts).
-BUCKET_BITS = 22
-
-
-def repeated_values(torch: Any, flat: Any) -> Any:
-    """The values found `REPEATED` times or more in `flat` (equal as floats
-    compare: -0.0 is 0.0, no NaN is another), or None where there are none.
-
-    Every copy of a value falls in one bucket of a hash of its bits, so a
-    bucket counted fewer than `REPEATED` times holds no such value: only the
-    values of fuller buckets (random draws fill few) are counted one by one.
-    A 4M-element float32 input in 0.15-0.3 s; `torch.unique` with counts
-    per position over all of it took 0.65 s, once per input and churn,
-    three churns an evaluation."""
-    n = flat.numel()
-    bits = (flat + 0.0).view(torch.int32 if flat.element_size() == 4 else torch.int64).to(torch.int64)  # + 0.0: -0.0 is 0.0
-    width = min(BUCKET_BITS, max(8, (2 * n).bit_length()))
-    bucket = ((bits * -7046029254386353131) >> 20) & ((1 << width) - 1)
-    counts = torch.bincount(bucket, minlength=1 << width)
-    if int(counts.max()) < REPEATED:
-        return None
-    suspects = flat[counts[bucket] >= REPEATED]
-    values, found = torch.unique(suspects, return_counts=True)
-    values = values[found >= REPEATED]
-    return values if values.numel() else None
+    return torch.nonzero(~fixed).view(-1).cpu()
 
 
 def _distinct(call: list[list[int]]) -> list[tuple[int, int]]:
