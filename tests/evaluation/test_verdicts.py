@@ -228,6 +228,9 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
     # It reaches the timer's clock in its own process (the closure cell the
     # timer holds it in, found through the garbage collector, past the static
     # checks' names) and makes every timed interval read half as long as it was.
+    # On the 1024 matmul (16 ms a call): on the 256 one a loaded machine
+    # preempts it for most of its batch and what it hides from the CPU falls
+    # under the misreport floor (docs/evaluation.md, "known gap").
     candidate = (
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
         "real = time.perf_counter\n"
@@ -238,7 +241,7 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_by_both_
         "        f.__closure__[code.co_freevars.index('clock')].cell_contents = lambda: real() * 0.5\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
     )
-    result = harness.evaluate(fixture_task("matmul"), candidate)
+    result = harness.evaluate(fixture_task("matmul_1024"), candidate)
     assert result.status == "rejected", result.message
     assert "misreported how long its calls took" in result.message and "more CPU" in result.message
 
