@@ -26,7 +26,7 @@ from sage_engine.evaluation.host import results
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host import confine
 from sage_engine.evaluation.host.launch import Launch
-from sage_engine.evaluation.host.launch import process_start, sweep_leftovers
+from sage_engine.evaluation.host.launch import process_start, sweep_leftovers, torch_package
 from sage_engine.evaluation.protocol import MAX_TASKS
 
 from tests.support.parts import require
@@ -85,6 +85,22 @@ def test_hidden_folders_are_covered_and_only_what_is_needed_comes_back_read_only
     for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session", "--cap-drop"):
         assert flag in argv
     assert argv[-3:] == ["--", "python", "-V"]
+
+
+@needs_bwrap
+def test_a_cpp_build_names_torch_where_every_checkout_and_virtualenv_sees_it(harness):
+    """Inside the sandbox torch is also at `confine.TORCH_MOUNT`, ahead on
+    the path: a build's flags name that folder, not this virtualenv's, so a
+    build cached by one checkout is up to date for ninja in any other."""
+    source = RELU.examples["cpu_cpp"].read_text()
+    result = harness.evaluate(RELU, source)
+    assert result.status == "correct", result.message
+    spec = harness.backend("cpu").build_spec(source)
+    assert spec is not None
+    ninja = next(Path(spec.cache).rglob("build.ninja")).read_text()
+    assert f"-isystem {confine.TORCH_MOUNT}/torch/include " in ninja and f"-L{confine.TORCH_MOUNT}/torch/lib " in ninja
+    torch_dir = torch_package(confine.interpreter_path(sys.executable))
+    assert torch_dir is not None and torch_dir not in ninja
 
 
 def test_a_missing_or_failing_bubblewrap_is_limits_only_with_the_command_that_fixes_it(tmp_path):

@@ -12,6 +12,8 @@ candidate runs inherits it:
   its packages, the cache dir) is bound back read-only;
 - one writable folder: the worker's scratch (evaluation dirs, and the build
   dir that `/tmp/sage-build` points at);
+- the interpreter's torch package, read-only, also at `/tmp/sage-torch`
+  (what a C++ build's flags name, the same from every checkout);
 - no network, own PID, IPC and UTS namespaces, all capabilities dropped,
   `/proc/sys` read-only, killed with its parent, its own session;
 - only the device nodes the backend names.
@@ -39,6 +41,11 @@ LIMITS_ONLY = "limits-only"
 # Inside every sandbox the candidate's build folder appears here: a path
 # that is the same in every worker, so a cached build is up to date for ninja.
 BUILD_MOUNT = "/tmp/sage-build"
+# Inside every sandbox the interpreter's torch package appears here too (on
+# PYTHONPATH, ahead of its site-packages): a C++ build's flags name torch's
+# include and library folders, so with torch at one path a cached build is
+# up to date for ninja from any checkout and any virtualenv path.
+TORCH_MOUNT = "/tmp/sage-torch"
 PROBE_TIMEOUT_S = 20.0
 # Covered even when SAGE runs as an ordinary user: other users' homes,
 # password hashes, host keys, container secret mounts.
@@ -167,6 +174,7 @@ class Layout:
     readable: tuple[str, ...]  # bound back read-only where a hidden dir covers them
     writable: tuple[tuple[str, str], ...]  # (host path, path inside)
     devices: tuple[str, ...]  # device nodes bound through
+    mounted: tuple[tuple[str, str], ...] = ()  # (host path, path inside) bound read-only at a fixed place
     tmp_mb: int = 1024  # size of the private /tmp and /dev/shm
     chdir: str = "/"
 
@@ -311,6 +319,8 @@ def bwrap_argv(bwrap: str, layout: Layout, command: list[str]) -> list[str]:
             args += ["--tmpfs", f] if Path(f).is_dir() else ["--ro-bind", "/dev/null", f]
     for src, dest in layout.writable:
         args += ["--bind", src, dest]
+    for src, dest in layout.mounted:
+        args += ["--ro-bind", src, dest]
     for dev in layout.devices:
         args += ["--dev-bind", dev, dev]
     for d in covers:

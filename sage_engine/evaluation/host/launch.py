@@ -8,6 +8,8 @@ may read, the private /tmp size); `sandboxing_for` builds it from a Config.
 from __future__ import annotations
 
 import atexit
+import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -49,6 +51,19 @@ def import_root() -> str:
         return _import_root
 
 
+@functools.lru_cache(maxsize=16)
+def torch_package(python: str) -> str | None:
+    """The folder of the torch package `python` imports: this process's own
+    (found, not imported) for this interpreter, else the one in its
+    virtualenv's site-packages. None where there is none, or no one place."""
+    if python == confine.interpreter_path(sys.executable):
+        spec = importlib.util.find_spec("torch")
+        found = list(spec.submodule_search_locations or []) if spec is not None else []
+    else:
+        found = [str(p.parent) for p in Path(python).parent.parent.glob("lib/python3*/site-packages/torch/__init__.py")]
+    return os.path.realpath(found[0]) if len(found) == 1 else None
+
+
 @dataclass(frozen=True)
 class Launch:
     """How to start workers for a backend: which interpreter, with what
@@ -74,8 +89,10 @@ class Launch:
         # interpreter is resolved here, once, the same way for all of them.
         object.__setattr__(self, "python", confine.interpreter_path(self.python))
 
-    def environment(self, threads: int) -> dict[str, str]:
-        pythonpath = os.pathsep.join(p for p in (import_root(), os.environ.get("PYTHONPATH", "")) if p)
+    def environment(self, threads: int, torch_mounted: bool = False) -> dict[str, str]:
+        """The worker's environment; `torch_mounted`: its sandbox shows torch at `confine.TORCH_MOUNT`."""
+        mount = confine.TORCH_MOUNT if torch_mounted else ""
+        pythonpath = os.pathsep.join(p for p in (import_root(), mount, os.environ.get("PYTHONPATH", "")) if p)
         extra = {
             "PYTHONPATH": pythonpath,
             "OMP_NUM_THREADS": str(threads),  # read once when the OpenMP runtime starts
@@ -117,12 +134,14 @@ class Sandboxing:
             for p in confine.resolved([*confine.python_paths(launch.python), *self.readable, PACKAGE_DIR, import_root(), *launch.readable])
             if os.path.exists(p)
         ]
+        torch = torch_package(launch.python)
         return confine.Layout(
             hidden_dirs=self.hidden_dirs,
             hidden_files=self.hidden_files,
             readable=tuple(readable),
             writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),
             devices=confine.device_nodes(launch.devices),
+            mounted=((torch, f"{confine.TORCH_MOUNT}/torch"),) if torch is not None else (),
             tmp_mb=self.tmp_mb,
             chdir=scratch,
         )

@@ -141,10 +141,10 @@ class WorkerProcess:
             self.cgroup = _sandbox_cgroup()
             command += ["--confined"] + ([f"--cgroup={self.cgroup.path}"] if self.cgroup is not None else [])
         command += ["--", *self.launch.preload]
-        if self.confined:
-            command = confine.bwrap_argv(
-                self.sandboxing.confinement.bwrap or "bwrap", self.sandboxing.layout(self.launch, self.scratch), command
-            )
+        layout = self.sandboxing.layout(self.launch, self.scratch) if self.confined else None
+        env = self.launch.environment(self.threads, torch_mounted=layout is not None and bool(layout.mounted))
+        if layout is not None:
+            command = confine.bwrap_argv(self.sandboxing.confinement.bwrap or "bwrap", layout, command)
             if self.cgroup is not None:
                 # Join the cgroup before bubblewrap forks, so everything inside is counted.
                 command = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(self.cgroup.path), *command]
@@ -156,7 +156,7 @@ class WorkerProcess:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=stderr,
-                    env=self.launch.environment(self.threads),
+                    env=env,
                     cwd=self.scratch,
                     start_new_session=True,
                     close_fds=True,
