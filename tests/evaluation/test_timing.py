@@ -22,6 +22,24 @@ def test_alternating_rounds_stop_at_max_reps_and_alternate_order():
     assert "".join(calls) == "rc" + "rc" + "cr" + "rc" + "cr"
 
 
+def test_work_between_rounds_comes_before_each_side_equally_often():
+    # The checks among the samples run here: a side that always came right
+    # after them would meet the caches they left, the other only half the time.
+    calls: list[str] = []
+    measure_alternating(
+        lambda: calls.append("r"),
+        lambda: calls.append("c"),
+        warmup=0,
+        min_reps=4,
+        max_reps=4,
+        budget_s=100.0,
+        between=lambda: calls.append("s"),
+    )
+    order = "".join(calls)
+    assert order == "src" + "scr" + "src" + "scr"
+    assert order.count("sr") == order.count("sc") == 2 and "rr" not in order and "cc" not in order
+
+
 def test_budget_stops_after_min_reps_once_spent():
     now = [0.0]
 

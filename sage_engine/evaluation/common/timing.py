@@ -239,11 +239,15 @@ def measure_alternating(
     budget_s: float = 2.0,
     precision: float = 0.0,
     clock: Callable[[], float] = time.perf_counter,
+    between: Callable[[], None] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Samples (seconds) for reference and candidate; each callable runs one
     sample and returns its time. `budget_s` is per side: the loop stops once
     both sides together used twice that, or earlier once `precision` > 0 and
-    both medians are known to within it."""
+    both medians are known to within it. `between` runs before each round,
+    whichever side goes first (work between samples placed so that each
+    side follows it as often as the other: what it does to the caches
+    falls on both alike); its time is in the budget."""
     for _ in range(warmup):
         reference()
         candidate()
@@ -257,6 +261,8 @@ def measure_alternating(
         start = clock()
         rounds = 0
         while True:
+            if between is not None:
+                between()
             if rounds % 2 == 0:
                 ref_s.append(reference())
                 cand_s.append(candidate())

@@ -81,6 +81,7 @@ class TimingPhase:
         self.end = sup.deadline if options.wall_s is None else min(sup.deadline, time.monotonic() + options.wall_s)
         self.idle = self.busy = 0.0  # candidate CPU between and during its commands
         self.after: float | None = None
+        self.unchecked = False  # a candidate sample ran since the last spot check
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []
@@ -123,7 +124,9 @@ class TimingPhase:
             max_reps=opts.max_reps,
             budget_s=opts.budget_s,
             precision=opts.precision,
+            between=self.between_rounds,
         )
+        self.between_rounds(last=True)
         checked = self.spent.get("spot_checks", 0.0) + self.spent.get("fresh_checks", 0.0)
         self.spent["timing_samples"] = time.perf_counter() - started - sampling - checked
         reject_leftover_processes(self.sup, self.cand)
@@ -230,14 +233,32 @@ class TimingPhase:
             self.numerics.update(numerics_of(text))
         return claimed / n
 
+    def between_rounds(self, last: bool = False) -> None:
+        """The checks among the samples, run before each round whichever side
+        goes first (and once after the last): the candidate's last batch
+        spot-checked, then a fresh or stale check where one is due. Run
+        after each candidate sample, they put their work (the reference
+        judging a call, copies between the processes) before every next
+        candidate sample and before half the reference's, whose others
+        followed its own sample with its data still in the caches
+        (docs/evaluation.md, "fair to both sides"). The candidate's CPU in
+        them is neither idle nor timed."""
+        before = self.cpu.seconds()
+        if self.after is not None:
+            self.idle += before - self.after
+        if self.unchecked and self.sup.req.verdict.spot_checks:
+            spent(self.spent, "spot_checks", spot_check, self)
+            self.batches.clear()
+        self.unchecked = False
+        check = None if last else self.checks_at.get(self.n)
+        if check is not None:
+            spent(self.spent, "fresh_checks", checked_call, self, check)
+        self.after = self.cpu.seconds()
+
     def candidate_sample(self) -> float:
         before = self.cpu.seconds()
         if self.after is not None:
             self.idle += before - self.after
-        check = self.checks_at.get(self.n)
-        if check is not None:
-            spent(self.spent, "fresh_checks", self.checked_call, check)
-            before = self.cpu.seconds()
         value = self.sample(self.cand)
         after = self.cpu.seconds()
         self.busy += after - before
@@ -252,49 +273,12 @@ class TimingPhase:
             )
         self.known.update(now)
         reject_widened_cpus(self.cand, self.cpus)
-        if self.sup.req.verdict.spot_checks:
-            spent(self.spent, "spot_checks", spot_check, self)
-            after = self.cpu.seconds()
-        self.batches.clear()
+        if not self.sup.req.verdict.spot_checks:
+            self.batches.clear()
+        self.unchecked = True  # its batch is spot-checked before the next round
         self.after = after
         self.n += 1
         return value
-
-    def checked_call(self, check: str) -> None:
-        """One call on inputs the reference makes from a seed the candidate
-        never learns (`fresh`, or the last ones with a few values changed:
-        `stale`), its output judged by the reference; outside the samples, so
-        its time (with the output kept for the check) is in no median."""
-        self.sup.command_both(self.ref, f"{check} {secrets.randbits(31)}", self.cand, "fresh", self.end)
-        # The reference's copy of the candidate's inputs starts again from these: the batches before are done with.
-        seed = secrets.randbits(SEED_BITS)
-        self.batches[:] = [(1, seed, True)]
-        self.sup.command(self.cand, f"rep 1 {seed}", self.end)
-        self.fresh_check(check)
-        self.known.update(thread_ids(self.cand.pid))
-
-    def fresh_check(self, check: str) -> None:
-        # The reference starts reading before the candidate writes: a frame
-        # larger than a pipe buffer would otherwise block the candidate.
-        wire.write_all(self.ref.cmd, b"check\n")
-        self.sup.command(self.cand, "check", self.end)
-        verdict = self.sup.reply(self.ref, self.end)
-        if verdict.startswith("bad "):
-            message = str(_json_object(verdict[4:]).get("message", ""))
-            if message.startswith("returned a stored answer"):
-                raise decided(
-                    "rejected", f"while timed, the candidate {message}", "cheat", "a stored answer for new input values during timing"
-                )
-            raise decided(
-                "rejected",
-                f"while timed, on inputs it had not seen before, the candidate's output was "
-                f"wrong ({message}): it returns results computed for earlier inputs",
-                "cheat",
-                f"stale output on fresh inputs during timing: {message}",
-            )
-        self.checked[check] += 1
-        if verdict.startswith("ok inconclusive"):
-            self.checked["stale_inconclusive"] += 1
 
     def claimed(self, c: Child, text: str) -> float:
         try:
@@ -479,3 +463,41 @@ def spot_check(phase: TimingPhase) -> None:
             f"a wrong output inside a timed batch: {message}",
         )
     phase.checked["spot_skipped" if verdict.startswith("ok skipped") else "spot"] += 1
+
+
+def checked_call(phase: TimingPhase, check: str) -> None:
+    """One call on inputs the reference makes from a seed the candidate
+    never learns (`fresh`, or the last ones with a few values changed:
+    `stale`), its output judged by the reference; outside the samples, so
+    its time (with the output kept for the check) is in no median."""
+    phase.sup.command_both(phase.ref, f"{check} {secrets.randbits(31)}", phase.cand, "fresh", phase.end)
+    # The reference's copy of the candidate's inputs starts again from these: the batches before are done with.
+    seed = secrets.randbits(SEED_BITS)
+    phase.batches[:] = [(1, seed, True)]
+    phase.sup.command(phase.cand, f"rep 1 {seed}", phase.end)
+    fresh_check(phase, check)
+    phase.known.update(thread_ids(phase.cand.pid))
+
+
+def fresh_check(phase: TimingPhase, check: str) -> None:
+    # The reference starts reading before the candidate writes: a frame
+    # larger than a pipe buffer would otherwise block the candidate.
+    wire.write_all(phase.ref.cmd, b"check\n")
+    phase.sup.command(phase.cand, "check", phase.end)
+    verdict = phase.sup.reply(phase.ref, phase.end)
+    if verdict.startswith("bad "):
+        message = str(_json_object(verdict[4:]).get("message", ""))
+        if message.startswith("returned a stored answer"):
+            raise decided(
+                "rejected", f"while timed, the candidate {message}", "cheat", "a stored answer for new input values during timing"
+            )
+        raise decided(
+            "rejected",
+            f"while timed, on inputs it had not seen before, the candidate's output was "
+            f"wrong ({message}): it returns results computed for earlier inputs",
+            "cheat",
+            f"stale output on fresh inputs during timing: {message}",
+        )
+    phase.checked[check] += 1
+    if verdict.startswith("ok inconclusive"):
+        phase.checked["stale_inconclusive"] += 1
