@@ -179,3 +179,19 @@ def test_random_float32_inputs_have_every_position_movable_and_narrow_floats_are
     padded = torch.randn(20)
     padded[7:] = 0.0
     assert changes.movable_positions(torch, padded).tolist() == list(range(7))
+
+
+def test_a_churn_made_like_another_on_the_same_values_takes_its_positions_without_a_search(monkeypatch):
+    # The reference's own timed inputs and its copy of the candidate's hold the
+    # same values: one search a side, as the candidate's process makes one.
+    padded = torch.randn(20)
+    padded[7:] = 0.0
+    first = changes.Churn(torch, [padded.clone()], 2)
+    searches: list[int] = []
+    real = changes.movable_positions
+    monkeypatch.setattr(changes, "movable_positions", lambda t, x: searches.append(x.numel()) or real(t, x))
+    second = changes.Churn(torch, [padded.clone()], 2, like=first)
+    assert searches == [] and second.movable[0].tolist() == list(range(7))
+    # Inputs of another shape are searched.
+    other = changes.Churn(torch, [torch.randn(30)], 2, like=first)
+    assert searches == [30] and other.movable == [None]
