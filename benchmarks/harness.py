@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from sage_engine.config import Config  # noqa: E402
 from sage_engine.evaluation.harness import Harness  # noqa: E402
 from sage_engine.evaluation.host.tasks import Task, list_suite, load_task  # noqa: E402
+from sage_engine.models import EvalResult  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "evaluation" / "fixtures" / "tasks"
 SPARE_WAIT_S = 120.0
@@ -50,6 +51,16 @@ SETUPS = (("warm bwrap", True, "auto"), ("warm limits", True, "off"), ("cold bwr
 def candidates(n: int) -> list[tuple[Task, str]]:
     tasks = list_suite()[:n] or [load_task(str(p)) for p in sorted(FIXTURES.iterdir())]
     return [(replace(t, forbid=()), re.sub(r"\bModel\b", "ModelNew", t.reference_source)) for t in tasks]
+
+
+def evaluate_correct(harness: Harness, task: Task, source: str, label: str = "") -> tuple[EvalResult, float]:
+    """One evaluation and its wall (seconds); a result that is not `correct` ends the benchmark."""
+    t0 = time.perf_counter()
+    result = harness.evaluate(task, source)
+    wall = time.perf_counter() - t0
+    if result.status != "correct":
+        raise SystemExit(f"{label}{task.id}: {result.status}: {result.message}")
+    return result, wall
 
 
 def open_harness(warm: bool, confinement: str, budget: float, cache: Path, first: tuple[Task, str]):
@@ -100,11 +111,7 @@ def main() -> None:
                     # Every other round in reverse order: no set-up always runs right after another.
                     order = list(harnesses.items())
                     for label, harness in order if round_ % 2 == 0 else order[::-1]:
-                        t0 = time.perf_counter()
-                        result = harness.evaluate(task, source)
-                        wall = time.perf_counter() - t0
-                        if result.status != "correct":
-                            raise SystemExit(f"{label} {task.id}: {result.status}: {result.message}")
+                        result, wall = evaluate_correct(harness, task, source, f"{label} ")
                         walls[label].append(wall)
                         overheads[label].append(wall - result.phases.get("model_calls", 0.0))
         finally:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from sage_engine.config import Config  # noqa: E402
 from sage_engine.evaluation.harness import Harness  # noqa: E402
+from benchmarks.harness import evaluate_correct  # noqa: E402
 from benchmarks.profile import examples  # noqa: E402
 
 
@@ -54,11 +55,7 @@ def main() -> None:
             start = time.perf_counter() - t0
             for r in range(args.rounds):
                 for task, source in work if r % 2 == 0 else work[::-1]:
-                    t0 = time.perf_counter()
-                    result = harness.evaluate(task, source)
-                    wall = time.perf_counter() - t0
-                    if result.status != "correct":
-                        raise SystemExit(f"{task.id}: {result.status}: {result.message}")
+                    result, wall = evaluate_correct(harness, task, source)
                     row = rows[task.id]
                     for name, seconds in {**result.phases, "wall": wall}.items():
                         row.setdefault(name, []).append(seconds)
