@@ -153,9 +153,7 @@ class Churn:
         # None: every position. `like`: a churn of this process on the same values
         # (swapped since, which moves no hand-set value): its positions, not searched again.
         same = like is not None and [(t.shape, t.dtype) for t in like.tensors] == [(t.shape, t.dtype) for t in self.tensors]
-        self.movable: list[Any] = (
-            list(like.movable) if like is not None and same else [movable_positions(torch, t) for t in self.tensors]
-        )
+        self.movable: list[Any] = list(like.movable) if like is not None and same else [movable_positions(torch, t) for t in self.tensors]
         self.host = [_raw_bits(torch, t) if t.device.type == "cpu" else None for t in self.tensors]
         self.flat = [t.view(-1) for t in self.tensors]
         self.hold_first = False
