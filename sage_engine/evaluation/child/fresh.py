@@ -52,10 +52,14 @@ class FreshChecks:
             return 0
 
     def start_mirror(self) -> None:
-        """The candidate's timed inputs as they are when timing starts: the last trial's, as sent."""
+        """The candidate's timed inputs as they are when timing starts: the last trial's, as sent.
+        This side's own churn takes the positions found on them (the same
+        values): one search for hand-set values a side, as the candidate's makes."""
         side = self.side
         if side.timed is not None and side.req.timing is not None:
             self.set_mirror(side.timed.inputs)
+            if side.churn is None:
+                side.churn = changes.Churn(side.torch, side.timed.inputs, side.req.verdict.churn_swaps, like=self.mirror_churn)
 
     def set_mirror(self, values: list[Any]) -> None:
         """The candidate's timed inputs now hold `values`: laid out as its copy

@@ -98,11 +98,6 @@ class ReferenceSide(Side):
         self.checks.start_mirror()  # before this side's own timed calls swap its inputs
         self.serve()
 
-    def churn_like(self) -> Any:
-        # The copy of the candidate's inputs, made from these very values before
-        # timing: one search for hand-set values a side, as the candidate's makes.
-        return self.checks.mirror_churn
-
     def reference_forward(self, model: Any, values: list[Any]) -> list[Any]:
         try:
             with self.torch.no_grad():

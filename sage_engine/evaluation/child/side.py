@@ -296,10 +296,6 @@ class Side(TaskSide):
         if self.timed is None or size > self.timed.bytes:
             self.timed = Timed(index, size, module, model, values)
 
-    def churn_like(self) -> Any:
-        """A churn this process already made on the timed values (its positions are reused), or None."""
-        return None
-
     def timed_case(self) -> Timed:
         if self.timed is None:
             raise wire.ProtocolError("a timing command before the correctness checks chose a case")
@@ -317,7 +313,7 @@ class Side(TaskSide):
         model, values = timed.model, timed.inputs if timed.aliases is None else timed.aliases
         keep, self.keep_first = self.keep_first, False
         if self.churn is None:
-            self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps, like=self.churn_like())
+            self.churn = changes.Churn(self.torch, timed.inputs, self.req.verdict.churn_swaps)
         churn, clock, spot, start = self.churn, timing.host_clock, self.spot, timing.host_clock()
         if churn.active:  # held, the first call runs on the inputs as the reference sent them (the fresh-input check's)
             churn.plan(seed, n, hold=keep)
