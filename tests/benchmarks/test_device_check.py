@@ -39,7 +39,7 @@ def test_the_hostile_stage_runs_through_the_double_and_the_summary_reports_it(tm
     assert data["device"] == "NVIDIA H200 (test double on CPU)"
     for name in ("patches_event_timer", "caches_output", "mutates_input"):
         assert verdicts[name]["verdict"] == "rejected", verdicts[name]
-    assert verdicts["side_stream"]["status"] == "correct"
+    assert verdicts["side_stream"]["status"] == "correct", verdicts["side_stream"]
     assert proc.returncode == 1  # the side stream is not flagged without real streams: that goal is not met
     summary = run_check("summary", tmp_path=tmp_path)
     assert "## hostile" in summary.stdout and "goal: every hostile GPU candidate" in summary.stdout

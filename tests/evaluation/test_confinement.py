@@ -9,6 +9,7 @@ need it skip with the reason where this host cannot confine.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -101,6 +102,37 @@ def test_a_cpp_build_names_torch_where_every_checkout_and_virtualenv_sees_it(har
     assert f"-isystem {confine.TORCH_MOUNT}/torch/include " in ninja and f"-L{confine.TORCH_MOUNT}/torch/lib " in ninja
     torch_dir = torch_package(confine.interpreter_path(sys.executable))
     assert torch_dir is not None and torch_dir not in ninja
+
+
+PLANTS_ON_ITS_PATH = """import os
+import torch.nn as nn
+
+found = {}
+for folder in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    if folder:
+        try:
+            fd = getattr(os, "o" + "pen")(os.path.join(folder, "json.py"), os.O_WRONLY | os.O_CREAT, 0o644)
+            found[folder] = "written"
+        except OSError as exc:
+            found[folder] = exc.strerror
+raise RuntimeError(repr(found))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+"""
+
+
+@needs_bwrap
+def test_no_folder_on_the_workers_python_path_takes_a_module_from_a_candidate(harness):
+    """Ahead of the standard library there: a `json.py` left in one would be
+    imported by every later evaluation's processes of that worker."""
+    result = harness.evaluate(RELU, PLANTS_ON_ITS_PATH)
+    assert result.status == "compile_error", result.message
+    found = ast.literal_eval(result.message[result.message.index("{") : result.message.rindex("}") + 1])
+    assert confine.TORCH_MOUNT in found and len(found) >= 2, found
+    assert set(found.values()) == {"Read-only file system"}, found
 
 
 def test_a_missing_or_failing_bubblewrap_is_limits_only_with_the_command_that_fixes_it(tmp_path):

@@ -174,7 +174,7 @@ class Layout:
     readable: tuple[str, ...]  # bound back read-only where a hidden dir covers them
     writable: tuple[tuple[str, str], ...]  # (host path, path inside)
     devices: tuple[str, ...]  # device nodes bound through
-    mounted: tuple[tuple[str, str], ...] = ()  # (host path, path inside) bound read-only at a fixed place
+    mounted: tuple[tuple[str, str], ...] = ()  # (host path, path inside) bound read-only at a fixed place, in order
     tmp_mb: int = 1024  # size of the private /tmp and /dev/shm
     chdir: str = "/"
 

@@ -18,6 +18,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from platformdirs import user_config_dir
 
@@ -32,8 +33,21 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2]  # the sage_engine package
 CACHE_READABLE: tuple[str, ...] = ("backends", "torch_extensions", "triton", "cuda_extensions", "npu_extensions")
 
 
-_import_root: str | None = None
-_import_lock = threading.Lock()
+_folders: dict[str, str] = {}  # what a folder of `own_folder` holds -> the folder
+_folders_lock = threading.Lock()
+
+
+def own_folder(name: str, fill: Callable[[Path], None]) -> str:
+    """A folder of this process's own under the temp dir holding `name`, made
+    by `fill` once (again if it was removed since), removed at exit."""
+    with _folders_lock:
+        root = _folders.get(name)
+        if root is None or not Path(root, name).exists():
+            root = tempfile.mkdtemp(prefix=owner_prefix("import"))
+            fill(Path(root))
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            _folders[name] = root
+        return root
 
 
 def import_root() -> str:
@@ -41,14 +55,16 @@ def import_root() -> str:
     workers' PYTHONPATH. Adding the package's parent instead would, in an
     installed SAGE, put all of this environment's site-packages (its triton,
     its numpy) in front of a backend's own virtualenv."""
-    global _import_root
-    with _import_lock:
-        if _import_root is None or not Path(_import_root, "sage_engine").exists():
-            root = tempfile.mkdtemp(prefix=owner_prefix("import"))
-            os.symlink(PACKAGE_DIR, Path(root, "sage_engine"))
-            atexit.register(shutil.rmtree, root, ignore_errors=True)
-            _import_root = root
-        return _import_root
+    return own_folder("sage_engine", lambda root: os.symlink(PACKAGE_DIR, root / "sage_engine"))
+
+
+def torch_mount_root() -> str:
+    """A directory holding only an empty `torch` folder: bound read-only at
+    `confine.TORCH_MOUNT`, the package bound over that folder. On the
+    worker's PYTHONPATH, ahead of the standard library, nothing may be
+    written beside torch (a module left there by one candidate would be
+    imported by later evaluations' processes, the reference's included)."""
+    return own_folder("torch", lambda root: (root / "torch").mkdir())
 
 
 @functools.lru_cache(maxsize=16)
@@ -141,7 +157,7 @@ class Sandboxing:
             readable=tuple(readable),
             writable=((scratch, scratch), (os.path.join(scratch, "build"), confine.BUILD_MOUNT)),
             devices=confine.device_nodes(launch.devices),
-            mounted=((torch, f"{confine.TORCH_MOUNT}/torch"),) if torch is not None else (),
+            mounted=((torch_mount_root(), confine.TORCH_MOUNT), (torch, f"{confine.TORCH_MOUNT}/torch")) if torch is not None else (),
             tmp_mb=self.tmp_mb,
             chdir=scratch,
         )
