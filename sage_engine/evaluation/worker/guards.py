@@ -11,6 +11,20 @@ from sage_engine.evaluation.common.processes import stat_fields
 from sage_engine.evaluation.worker.children import Child
 
 
+# Each side's process times its own batches too, and the worker's clocks
+# bound what it may claim (its wall, and the process's CPU where the credited
+# times are not the CPU's: several CPUs, a device): a candidate process whose
+# typical (median) batch takes longer by the worker's clock than by its report,
+# by more than the reference's typical gap plus this much, and uses that much
+# more CPU than it reports, misreports its time. The floor is what the
+# bookkeeping outside the timed calls costs the candidate's side beyond the
+# reference's (measured on the bundled suite's solutions, on a loaded
+# two-core machine: up to 0.18 ms a batch, its CPU gap over the reference's
+# median); the share, what a clock may drift within a batch.
+MISREPORT_FLOOR_S = 2e-4
+MISREPORT_SHARE = 0.02
+
+
 def pin_together(pids: list[int], threads: int) -> list[int]:
     """Run both sides on the same CPUs while they are timed: on a shared
     machine each then meets the same contention, instead of one side landing
@@ -135,6 +149,11 @@ class CpuMeter:
         except OSError:
             own = (ticks[0] + ticks[1]) / self.hz
         return own + (ticks[2] + ticks[3]) / self.hz
+
+    def reaped(self) -> float:
+        """CPU time of the children it has reaped (tick-exact: a child's work that never reaches a tick in all shows as none)."""
+        ticks = self._ticks()
+        return (ticks[2] + ticks[3]) / self.hz
 
     hz = os.sysconf("SC_CLK_TCK")
 

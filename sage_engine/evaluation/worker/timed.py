@@ -2,9 +2,12 @@
 profile phase after it (`profile_phase`).
 
 After warm-ups, reference and candidate alternate (ABBA), each sample one
-command to one process (`rep N`: N calls) measured by that process's timer
-and bounded by the worker's own clock, from sending the command to reading
-the reply. The candidate cannot reach this clock. Between its commands the
+command to one process (`rep N`: N calls). On one CPU a sample's time is
+the process's CPU time over the command, as the kernel counts it, read
+here; elsewhere, what the process's own timer measured. Either way the
+timer's claim is bounded by the worker's own clock, from sending the
+command to reading the reply, and by the process's CPU. The candidate
+cannot reach these clocks. Between its commands the
 candidate process must be idle: CPU it uses while the reference runs or the
 worker waits is work it left running (background threads or processes) and
 rejects it. One sample, at a position the candidate cannot know, runs on
@@ -23,32 +26,33 @@ import time
 from typing import Any, Callable, TypeVar
 
 from sage_engine.evaluation.common import timing
+from sage_engine.evaluation.common.processes import proc_table, stat_fields
 from sage_engine.evaluation.protocol import ProfileOptions, ProfileReport, Report, TimingOptions, TimingReport, wire
 from sage_engine.evaluation.protocol.profile import side_profile, work
 from sage_engine.evaluation.protocol.wire import ProtocolError
 from sage_engine.evaluation.worker.children import Child
-from sage_engine.evaluation.worker.guards import CpuMeter, ReferenceGuard, pin_together, thread_ids, widened_threads
+from sage_engine.evaluation.worker.guards import (
+    MISREPORT_FLOOR_S,
+    MISREPORT_SHARE,
+    CpuMeter,
+    ReferenceGuard,
+    pin_together,
+    thread_ids,
+    widened_threads,
+)
 from sage_engine.evaluation.worker.remeasure import Remeasure
 from sage_engine.evaluation.worker.supervisor import Ended, Supervisor, decided
 
 INNER_TARGET_S = 2e-3  # calls per sample so one lasts this long: fewer round trips per budget
 MAX_INNER = 100
-# Each side measures its own batches (the precise clock on a loaded machine)
-# and the worker's clock bounds what it may claim: a candidate process whose
-# typical (median) batch takes longer by the worker's clock than by its report,
-# by more than the reference's typical gap plus this much, and uses that much
-# more CPU than it reports, misreports its time. The floor is what the
-# bookkeeping outside the timed calls costs the candidate's side beyond the
-# reference's (measured on the bundled suite's solutions, on a loaded
-# two-core machine: up to 0.18 ms a batch, its CPU gap over the reference's
-# median); the share, what a clock may drift within a batch.
-MISREPORT_FLOOR_S = 2e-4
-MISREPORT_SHARE = 0.02
 CHURN_SLACK = 2.0
 # CPU the candidate process may use while it is not being called: returning
 # from the reply and blocking again costs microseconds per sample.
 IDLE_CPU_FLOOR_S = 0.005
 IDLE_CPU_SHARE = 0.02
+# On the CPU clock, the least a batch is credited, as a share of its CPU:
+# where the reference's measure of the inputs' changes is most of a batch.
+CPU_CLOCK_FLOOR = 0.1
 
 
 T = TypeVar("T")
@@ -84,7 +88,9 @@ class TimingPhase:
         self.unchecked = False  # a candidate sample ran since the last spot check
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
-        self.claims: list[float] = []
+        self.claims: list[float] = []  # the candidate's, per batch
+        self.per_call: dict[str, list[float]] = {"reference": [], "candidate": []}  # what each side's own timer said
+        self.cpu_clock = False  # credited by the CPU clock (`sample`)
         self.batches: list[tuple[int, int, bool]] = []  # (calls, seed, held) since the last spot check (`spot_draw`)
         self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
         self.all_streams: set[str] = set()
@@ -102,6 +108,8 @@ class TimingPhase:
 
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
+        # Where a process's CPU time is its calls' time: one CPU, no device, a timing that credits a speedup.
+        self.cpu_clock = len(cpus) == 1 and not opts.device_clock and opts.wall_s is None
         seeds, started = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}, time.perf_counter()
         fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
         self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
@@ -112,6 +120,7 @@ class TimingPhase:
         self.guard = ReferenceGuard(self.ref)
         self.cpu = CpuMeter(self.cand.pid)
         self.meters = {"reference": CpuMeter(self.ref.pid), "candidate": self.cpu}
+        reaped = self.cpu.reaped()
         # Threads alive now (torch's, a pool the candidate made while checked) may
         # stay; one that a timed call starts and leaves running is work after the timer.
         self.known = thread_ids(self.cand.pid)
@@ -174,8 +183,12 @@ class TimingPhase:
             if verdict.fresh_samples > 0 and opts.wall_s is None
             else None
         )
+        if self.cpu_clock:  # the processes it ran while timed, the re-measurement's samples included
+            reject_other_processes(self.sup, self.cand, self.cpu.reaped() - reaped)
         checks: dict[str, Any] = {
             "cpus": cpus,
+            "clock": "cpu" if self.cpu_clock else "timer",
+            "timer_us": {role: round(statistics.median(v) * 1e6, 2) for role, v in self.per_call.items() if v},
             "inner_calls": self.inner,
             "idle_cpu_ms": round(self.idle * 1000, 3),
             "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
@@ -231,6 +244,12 @@ class TimingPhase:
             self.claims.append(claimed)
             self.batches.append((n, seed, False))
             self.numerics.update(numerics_of(text))
+        self.per_call[c.role].append(claimed / n)
+        if self.cpu_clock:
+            # The process's CPU time as the kernel counts it, read from here, less
+            # the inputs' changes by the reference's measure: a clock the candidate's
+            # process holds does not move it, nor does the machine's load.
+            return max(cpu - n * statistics.median(self.churn), CPU_CLOCK_FLOOR * cpu) / n
         return claimed / n
 
     def between_rounds(self, last: bool = False) -> None:
@@ -372,6 +391,41 @@ def reject_widened_cpus(cand: Child, cpus: list[int]) -> None:
             f"timed on ({cpus}): a kernel may not widen its own CPU set",
             "cheat",
             "widened its CPU affinity",
+        )
+
+
+def reject_other_processes(sup: Supervisor, cand: Child, reaped: float) -> None:
+    """On the CPU clock the candidate's time is its own process's CPU: work it
+    has another process do while its calls wait is off that clock. Every
+    process it started stays under the worker (the subreaper its orphans go
+    to, which collects them only between evaluations), running or exited,
+    unless the candidate collected it, which adds that child's CPU to its
+    process's count of its children's (in clock ticks: less than one tick
+    over the whole timing shows as none). Either rejects it."""
+    born = stat_fields(cand.pid)
+    table = proc_table()
+    under: dict[int, list[int]] = {}
+    for info in table.values():
+        under.setdefault(info.ppid, []).append(info.pid)
+    ours, stack = [], list(under.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        stack.extend(under.get(pid, []))
+        ours.append(pid)
+    # Started since the candidate's process was: an earlier evaluation's may still be exiting.
+    started = [p for p in ours if p not in {c.pid for c in sup.children.values()} and born and table[p].start >= int(born[19])]
+    if started or reaped > 0:
+        detail = (
+            f"{len(started)} process(es) it started were still there"
+            if started
+            else f"it collected child processes that used {reaped * 1e3:.0f} ms of CPU"
+        )
+        raise decided(
+            "rejected",
+            f"the candidate's process ran other processes while it was timed ({detail}): on one CPU a side's time is "
+            "its own process's CPU, so a kernel does its work in that process",
+            "cheat",
+            "work in other processes while timed",
         )
 
 

@@ -1,21 +1,20 @@
 """Makes the timer's clock run at half speed during seven of every eight
-timed batches, and honestly in the eighth. Its reported median is halved,
+timed batches, and honestly in the eighth. Its timer's median is halved,
 while its batch with the smallest gap between the worker's clock and its
 report looks honest. It tells batches apart by the pause between calls
-(the worker's round trip). One honest batch in four was too many: where
-timing stops after three samples (a loaded machine reaching the hard cap),
-two of them could be honest, the median honest too, and the verdict
-`correct` at its true speedup (1.01): the cheat had failed, not the check.
+(the worker's round trip).
 
-On the 1024 matmul: what it hides in a batch (half of it, less the time it
-was preempted) must pass the misreport floor of 0.2 ms. On the 256 matmul
-(0.26 ms a call), two test workers on two cores preempted it for 77% of its
-timed time, its median CPU gap read 0.21 ms against a 0.23 ms bound, and it
-read `correct` at 1.85x: the gap docs/evaluation.md states for short
-batches on a loaded machine.
+Where its batches used more CPU than they reported (a median past the
+reference's by the misreport bound) it is `rejected`. A loaded machine
+can hide that: time it is preempted inside a call lengthens its report and
+not its CPU (preempted for over half a batch, its halved report passes its
+CPU). The credited times are each process's CPU time as the kernel counts
+it (one CPU), so there it reads `correct` at the reference's speed, what
+its kernel is. On the 256 matmul (0.26 ms a call) both happen on an idle
+machine too: what it hides in a short batch is near the misreport floor.
 
-task: matmul_1024
-expect: rejected
+task: matmul
+expect: no gain
 """
 
 import sys
