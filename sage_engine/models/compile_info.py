@@ -82,10 +82,9 @@ class Checks(_Record):
     threads: list[int] | None = Field(None, description="The candidate process's threads before it loaded and after its trials")
     inputs: InputsCrossing | None = None
     cpus: list[int] | None = Field(None, description="The CPUs both sides were timed on")
-    clock: str | None = Field(
-        None, description="What the credited times were read from: `cpu` (each process's CPU time, read by the worker) or `timer`"
+    cpu_us: dict[str, float] | None = Field(
+        None, description="Per side, on one CPU: the median call by its process's CPU time, less the inputs' changes"
     )
-    timer_us: dict[str, float] | None = Field(None, description="Per side: the median call by its own timer")
     inner_calls: dict[str, int] | None = Field(None, description="Calls per timed sample, per side")
     idle_cpu_ms: float | None = None
     clock_gap_us: dict[str, float] | None = Field(None, description="Per side: the worker's clock over the side's own, per batch")

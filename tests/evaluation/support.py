@@ -12,9 +12,6 @@ from sage_engine.evaluation.host.tasks import Task, load_task
 HERE = Path(__file__).parent
 FIXTURE_TASKS = HERE / "fixtures" / "tasks"
 CHEATS = HERE / "cheats"
-# The most a cheat that gains nothing may be credited: a kernel as fast as
-# the reference reads 0.8-1.2x on a loaded two-core machine.
-NO_GAIN = 1.25
 
 
 def fast_config(cache_dir: Path, **changes) -> Config:

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation.support import CHEATS, NO_GAIN, fixture_task
+from tests.evaluation.support import CHEATS, fixture_task
 
 CHEAT_FILES = sorted(CHEATS.glob("*.py"))
+# The most a "no gain" cheat may be credited: a kernel as fast as the
+# reference reads 0.8-1.2x on a loaded two-core machine.
+NO_GAIN = 1.25
 
 
 def _header(path: Path) -> tuple[str, str]:

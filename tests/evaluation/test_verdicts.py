@@ -11,7 +11,7 @@ import pytest
 
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import load_task
-from tests.evaluation.support import CHEATS, NO_GAIN, as_own_candidate, fast_config, fixture_task
+from tests.evaluation.support import CHEATS, as_own_candidate, fast_config, fixture_task
 
 
 def test_zeros_where_every_output_is_under_atol_are_incorrect(harness):
@@ -224,13 +224,13 @@ def test_a_correct_kernel_that_runs_long_in_the_interpreter_is_correct_not_a_tim
     )
 
 
-def test_a_candidate_that_halves_the_time_its_process_reports_gains_nothing(harness):
+def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_on_any_load(harness):
     # It reaches the timer's clock in its own process (the closure cell the
     # timer holds it in, found through the garbage collector, past the static
     # checks' names) and makes every timed interval read half as long as it was.
-    # Where its batches used more CPU than they reported it is rejected; where a
-    # loaded machine preempted it for over half a batch, its report passes its
-    # CPU, and the credited CPU clock reads its kernel's own speed.
+    # Where a loaded machine preempts it for over half a batch its halved
+    # claims pass its CPU (the misreport check's gap); its timer's speedup still
+    # doubles the CPU's, preempted or not.
     candidate = (
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
         "real = time.perf_counter\n"
@@ -241,13 +241,10 @@ def test_a_candidate_that_halves_the_time_its_process_reports_gains_nothing(harn
         "        f.__closure__[code.co_freevars.index('clock')].cell_contents = lambda: real() * 0.5\n\n"
         "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        return torch.matmul(a, b)\n"
     )
-    result = harness.evaluate(fixture_task("matmul_1024"), candidate)
-    checks = result.compile_info.checks
-    if result.status == "rejected":
-        assert "misreported how long its calls took" in result.message and "more CPU" in result.message
-        return
-    assert result.status == "correct" and checks.clock == "cpu", result.message
-    assert result.speedup is not None and result.speedup < NO_GAIN, (result.speedup, checks)
+    for task in ("matmul", "matmul_1024"):
+        result = harness.evaluate(fixture_task(task), candidate)
+        assert result.status == "rejected", (task, result.message, result.compile_info.checks)
+        assert "misreported how long its calls took" in result.message, result.message
 
 
 def test_a_numerics_switch_the_candidate_flipped_is_reset_before_its_timed_calls_and_reported(harness):

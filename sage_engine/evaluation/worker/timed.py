@@ -2,12 +2,11 @@
 profile phase after it (`profile_phase`).
 
 After warm-ups, reference and candidate alternate (ABBA), each sample one
-command to one process (`rep N`: N calls). On one CPU a sample's time is
-the process's CPU time over the command, as the kernel counts it, read
-here; elsewhere, what the process's own timer measured. Either way the
-timer's claim is bounded by the worker's own clock, from sending the
-command to reading the reply, and by the process's CPU. The candidate
-cannot reach these clocks. Between its commands the
+command to one process (`rep N`: N calls) measured by that process's timer
+and bounded by the worker's own clock, from sending the command to reading
+the reply, and by the process's CPU time as the kernel counts it (on one
+CPU, the speedup by the timers may not pass the speedup by the CPU times).
+The candidate cannot reach these clocks. Between its commands the
 candidate process must be idle: CPU it uses while the reference runs or the
 worker waits is work it left running (background threads or processes) and
 rejects it. One sample, at a position the candidate cannot know, runs on
@@ -50,9 +49,12 @@ CHURN_SLACK = 2.0
 # from the reply and blocking again costs microseconds per sample.
 IDLE_CPU_FLOOR_S = 0.005
 IDLE_CPU_SHARE = 0.02
-# On the CPU clock, the least a batch is credited, as a share of its CPU:
-# where the reference's measure of the inputs' changes is most of a batch.
-CPU_CLOCK_FLOOR = 0.1
+# On one CPU, the most the speedup by the processes' own timers may pass the
+# speedup by their CPU times (as the kernel counts them): a timer the
+# candidate's process slowed reads as a speedup its CPU does not show, in
+# the same ratio however much the machine preempts either side. Honest
+# kernels read the two within a few percent of each other.
+CLAIM_BOUND = 1.5
 
 
 T = TypeVar("T")
@@ -89,8 +91,10 @@ class TimingPhase:
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []  # the candidate's, per batch
-        self.per_call: dict[str, list[float]] = {"reference": [], "candidate": []}  # what each side's own timer said
-        self.cpu_clock = False  # credited by the CPU clock (`sample`)
+        # Per side, seconds a call: its timer's claims, and its process's CPU less the inputs' changes.
+        self.own: dict[str, list[float]] = {"reference": [], "candidate": []}
+        self.cpu_s: dict[str, list[float]] = {"reference": [], "candidate": []}
+        self.cpu_bound = False  # the claims held to the CPU times (`claims_past_cpu`)
         self.batches: list[tuple[int, int, bool]] = []  # (calls, seed, held) since the last spot check (`spot_draw`)
         self.numerics: set[str] = set()  # switches the candidate's process found changed and reset
         self.all_streams: set[str] = set()
@@ -109,7 +113,7 @@ class TimingPhase:
     def _run(self, cpus: list[int]) -> tuple[list[float], list[float], dict[str, Any]]:
         opts, end = self.opts, self.end
         # Where a process's CPU time is its calls' time: one CPU, no device, a timing that credits a speedup.
-        self.cpu_clock = len(cpus) == 1 and not opts.device_clock and opts.wall_s is None
+        self.cpu_bound = len(cpus) == 1 and not opts.device_clock and opts.wall_s is None
         seeds, started = {c.role: secrets.randbits(SEED_BITS) for c in (self.ref, self.cand)}, time.perf_counter()
         fastest = {c.role: self.claimed(c, self.sup.command(c, f"warm {opts.warmup} {seeds[c.role]}", end)) for c in (self.ref, self.cand)}
         self.batches = [(1, seeds["candidate"] + j, False) for j in range(max(1, opts.warmup))]
@@ -175,6 +179,8 @@ class TimingPhase:
                 f"than reported, and used a median {cpu_cand * 1e3:.3f} ms more CPU; the reference's, "
                 f"{gap_ref * 1e3:.3f} ms and {cpu_ref * 1e3:.3f} ms"
             )
+        if self.cpu_bound:
+            claims_past_cpu(self)
         verdict = self.sup.req.verdict
         # Where the times mean something (not an interpreter's): the credited
         # speedup re-measured on inputs the candidate has never seen.
@@ -183,12 +189,11 @@ class TimingPhase:
             if verdict.fresh_samples > 0 and opts.wall_s is None
             else None
         )
-        if self.cpu_clock:  # the processes it ran while timed, the re-measurement's samples included
+        if self.cpu_bound:  # the processes it ran while timed, the re-measurement's samples included
             reject_other_processes(self.sup, self.cand, self.cpu.reaped() - reaped)
         checks: dict[str, Any] = {
             "cpus": cpus,
-            "clock": "cpu" if self.cpu_clock else "timer",
-            "timer_us": {role: round(statistics.median(v) * 1e6, 2) for role, v in self.per_call.items() if v},
+            "cpu_us": {role: round(statistics.median(v) * 1e6, 2) for role, v in self.cpu_s.items() if v},
             "inner_calls": self.inner,
             "idle_cpu_ms": round(self.idle * 1000, 3),
             "clock_gap_us": {"reference": round(gap_ref * 1e6, 1), "candidate": round(gap_cand * 1e6, 1)},
@@ -244,12 +249,8 @@ class TimingPhase:
             self.claims.append(claimed)
             self.batches.append((n, seed, False))
             self.numerics.update(numerics_of(text))
-        self.per_call[c.role].append(claimed / n)
-        if self.cpu_clock:
-            # The process's CPU time as the kernel counts it, read from here, less
-            # the inputs' changes by the reference's measure: a clock the candidate's
-            # process holds does not move it, nor does the machine's load.
-            return max(cpu - n * statistics.median(self.churn), CPU_CLOCK_FLOOR * cpu) / n
+        self.own[c.role].append(claimed / n)
+        self.cpu_s[c.role].append((cpu - n * statistics.median(self.churn)) / n)
         return claimed / n
 
     def between_rounds(self, last: bool = False) -> None:
@@ -394,9 +395,34 @@ def reject_widened_cpus(cand: Child, cpus: list[int]) -> None:
         )
 
 
+def claims_past_cpu(phase: TimingPhase) -> None:
+    """Rejects a candidate whose timer says it ran faster against the
+    reference than its CPU time says, by more than `CLAIM_BOUND` and by more
+    than the misreport floor a batch. Both sides on one CPU: time a process
+    is preempted inside its calls lengthens its claims and not its CPU, on
+    either side alike (they alternate on that CPU), so the reference's
+    claims per CPU second say what an honest process's are; a clock slowed
+    to half speed shows as half that, however loaded the machine (the
+    misreport check's CPU gap does not: preempted for over half a batch, a
+    halved claim passes the CPU). The CPU covers all of the candidate's work
+    (`reject_other_processes`)."""
+    own, cpu = phase.own, phase.cpu_s
+    ref_cpu, cand_cpu = statistics.median(cpu["reference"]), statistics.median(cpu["candidate"])
+    if ref_cpu <= 0 or cand_cpu <= 0:  # calls too short to tell from the inputs' changes
+        return
+    by_timer = statistics.median(own["reference"]) / max(statistics.median(own["candidate"]), 1e-12)
+    by_cpu = ref_cpu / cand_cpu
+    hidden = (cand_cpu * statistics.median(own["reference"]) / ref_cpu - statistics.median(own["candidate"])) * phase.inner["candidate"]
+    if by_timer > CLAIM_BOUND * by_cpu and hidden > MISREPORT_FLOOR_S:
+        raise phase.misreported(
+            f"by its own timer its calls ran at {by_timer:.2f}x the reference's speed, by the CPU time its process "
+            f"used {by_cpu:.2f}x: about {hidden * 1e3:.3f} ms a batch its timer did not count"
+        )
+
+
 def reject_other_processes(sup: Supervisor, cand: Child, reaped: float) -> None:
-    """On the CPU clock the candidate's time is its own process's CPU: work it
-    has another process do while its calls wait is off that clock. Every
+    """The candidate's claims are held to its own process's CPU (`claims_past_cpu`):
+    work it has another process do while its calls wait is off that CPU. Every
     process it started stays under the worker (the subreaper its orphans go
     to, which collects them only between evaluations), running or exited,
     unless the candidate collected it, which adds that child's CPU to its
@@ -423,7 +449,7 @@ def reject_other_processes(sup: Supervisor, cand: Child, reaped: float) -> None:
         raise decided(
             "rejected",
             f"the candidate's process ran other processes while it was timed ({detail}): on one CPU a side's time is "
-            "its own process's CPU, so a kernel does its work in that process",
+            "held to its own process's CPU, so a kernel does its work in that process",
             "cheat",
             "work in other processes while timed",
         )

@@ -4,17 +4,17 @@ while its batch with the smallest gap between the worker's clock and its
 report looks honest. It tells batches apart by the pause between calls
 (the worker's round trip).
 
-Where its batches used more CPU than they reported (a median past the
-reference's by the misreport bound) it is `rejected`. A loaded machine
-can hide that: time it is preempted inside a call lengthens its report and
-not its CPU (preempted for over half a batch, its halved report passes its
-CPU). The credited times are each process's CPU time as the kernel counts
-it (one CPU), so there it reads `correct` at the reference's speed, what
-its kernel is. On the 256 matmul (0.26 ms a call) both happen on an idle
-machine too: what it hides in a short batch is near the misreport floor.
+Two checks see it. Its batches use more CPU than they report (the
+misreport check's CPU gap), unless a loaded machine preempts it for over
+half a batch: time preempted inside a call lengthens its report and not
+its CPU, and CI read it `correct` at 2.0x on the 1024 matmul that way. Its
+timer says about twice the reference's speed where the CPU times say the
+same speed, whatever the load (`claims_past_cpu`). On the 256 matmul (0.26
+ms a call) what it hides in a short batch is near the misreport floor even
+on an idle machine, so there the second check is often the one.
 
 task: matmul
-expect: no gain
+expect: rejected
 """
 
 import sys

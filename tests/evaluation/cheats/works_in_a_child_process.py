@@ -1,8 +1,7 @@
 """Forks a process for each call, which computes the product into shared
-memory while the call waits for it and collects it. Timed by its own
-process's CPU, it would read many times faster than the reference: the
-work ran in another process. The child's CPU joins the count of its
-collected children's, which the worker reads.
+memory while the call waits for it and collects it: the work is off its
+own process's CPU, which bounds what its timer may claim. The child's CPU
+joins the count of its collected children's, which the worker reads.
 
 task: matmul_1024
 expect: rejected
