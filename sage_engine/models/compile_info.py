@@ -82,9 +82,8 @@ class Checks(_Record):
     threads: list[int] | None = Field(None, description="The candidate process's threads before it loaded and after its trials")
     inputs: InputsCrossing | None = None
     cpus: list[int] | None = Field(None, description="The CPUs both sides were timed on")
-    cpu_us: dict[str, float] | None = Field(
-        None, description="Per side, on one CPU: the median call by its process's CPU time, less the inputs' changes"
-    )
+    cpu_us: dict[str, float] | None = Field(None, description="Per side, on one CPU: the median call by its process's CPU time")
+    churn_cpu_us: float | None = Field(None, description="The inputs' changes a call, as CPU (the reference's measure)")
     inner_calls: dict[str, int] | None = Field(None, description="Calls per timed sample, per side")
     idle_cpu_ms: float | None = None
     clock_gap_us: dict[str, float] | None = Field(None, description="Per side: the worker's clock over the side's own, per batch")
