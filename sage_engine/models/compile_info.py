@@ -76,6 +76,15 @@ class FreshInputs(_Record):
     judged_skipped: int | None = None
 
 
+class CpuBound(_Record):
+    """On one CPU, the speedup by the processes' timers against the speedup by
+    their CPU times (`worker/timed.py`, `claims_past_cpu`)."""
+
+    by_timer: float | None = None
+    by_cpu: float | None = None
+    credited: float | None = Field(None, description="What the speedup was divided by (1.0 within the bound)")
+
+
 class Checks(_Record):
     """What the worker checked while judging and timing."""
 
@@ -99,6 +108,7 @@ class Checks(_Record):
         None, description="Process-wide numerics switches the candidate changed, reset before each batch"
     )
     fresh_inputs: FreshInputs | None = None
+    cpu_bound: CpuBound | None = None
     other_streams: list[str] | None = Field(None, description="Device streams the candidate left work on after a call ended")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
+import pytest
+
 from sage_engine.evaluation.common.diagnostics import compiler_errors
 from sage_engine.evaluation.host.results import from_outcome
 from sage_engine.evaluation.common.processes import TailBuffer
@@ -115,3 +117,14 @@ def test_the_credited_speedup_is_the_fresh_input_one_where_that_is_lower():
     assert credited(timed_outcome(None)) == 4.0
     assert credited(timed_outcome(1.25)) == 3.2
     assert credited(timed_outcome(0.9)) == 4.0  # faster on new inputs: the timed medians stand
+
+
+def test_the_credited_speedup_stays_near_what_the_processes_cpu_times_say():
+    outcome = timed_outcome(None)
+    outcome.report.checks["cpu_bound"] = {"by_timer": 4.0, "by_cpu": 2.9, "credited": 4.0 / (1.15 * 2.9)}
+    assert credited(outcome) == pytest.approx(1.15 * 2.9)
+    outcome.report.checks["cpu_bound"] = {"by_timer": 4.0, "by_cpu": 4.1, "credited": 1.0}
+    assert credited(outcome) == 4.0  # within the bound the timers' medians stand
+    outcome = timed_outcome(1.25)
+    outcome.report.checks["cpu_bound"] = {"by_timer": 4.0, "by_cpu": 2.9, "credited": 4.0 / (1.15 * 2.9)}
+    assert credited(outcome) == pytest.approx(1.15 * 2.9 / 1.25)  # and the fresh inputs' share on top

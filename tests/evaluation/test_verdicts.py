@@ -247,6 +247,30 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_on_any_l
         assert "misreported how long its calls took" in result.message, result.message
 
 
+def test_a_timer_that_shows_most_of_each_call_is_credited_near_the_cpus_speedup(harness):
+    # A clock showing 70% of every call (the timer's closure cell, written):
+    # on the 256 matmul it passes the misreport gap and the 1.6 bound, and
+    # read 1.41-1.47x; credited no more than 1.15x what the CPU times say.
+    candidate = (
+        "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
+        "real = time.perf_counter\nstate = {'hidden': 0.0}\n"
+        "collector = sys.__dict__['mod' + 'ules']['g' + 'c']\n"
+        "for f in getattr(collector, 'get_' + 'objects')():\n"
+        "    code = getattr(f, '__code__', None)\n"
+        "    if code is not None and 'clock' in code.co_freevars and f.__closure__:\n"
+        "        f.__closure__[code.co_freevars.index('clock')].cell_contents = lambda: real() - state['hidden']\n\n"
+        "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        start = real()\n"
+        "        out = torch.matmul(a, b)\n        state['hidden'] += (real() - start) * 0.3\n        return out\n"
+    )
+    result = harness.evaluate(fixture_task("matmul"), candidate)
+    if result.status == "rejected":
+        assert "misreported how long its calls took" in result.message
+        return
+    held = result.compile_info.checks.cpu_bound
+    assert result.status == "correct" and held is not None, (result.status, result.message)
+    assert result.speedup is not None and result.speedup <= 1.15 * held.by_cpu * 1.0001, (result.speedup, held)
+
+
 def test_a_numerics_switch_the_candidate_flipped_is_reset_before_its_timed_calls_and_reported(harness):
     """It lowers float32 matmul precision at import and, once timed (after
     its first calls), answers wrongly wherever the switch is still flipped:

@@ -176,6 +176,10 @@ def _report_fields(report: Report, *, base: dict[str, Any], timing_representativ
             if speedup is not None and fresh is not None and fresh > 1.0:
                 # The credited speedup is the one on inputs the candidate had never seen, where lower.
                 speedup /= fresh
+            held = credited_share(report, "cpu_bound")
+            if speedup is not None and held is not None and held > 1.0:
+                # No more than a little past what the processes' CPU times say (one CPU).
+                speedup /= held
             fields["speedup"] = speedup
             if speedup is not None and speedup > suspicious_speedup:
                 fields["suspicious_speedup"] = True
@@ -279,7 +283,13 @@ def fresh_ratio(report: Report) -> float | None:
     """What the speedup is divided by: the candidate's time on inputs it had
     never seen over its timed time, relative to the reference's, where past
     noise (`worker/remeasure.py`); None where it was not re-measured."""
-    found = report.checks.get("fresh_inputs") if isinstance(report.checks, dict) else None
+    return credited_share(report, "fresh_inputs")
+
+
+def credited_share(report: Report, check: str) -> float | None:
+    """What a check of the worker's says the speedup is divided by (its
+    `credited`): None where that check did not run."""
+    found = report.checks.get(check) if isinstance(report.checks, dict) else None
     value = found.get("credited") if isinstance(found, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
 
