@@ -191,7 +191,7 @@ class Remeasure:
         child = phase.ref if role == "reference" else phase.cand
         idle0 = phase.cpu.seconds()
         t0 = time.perf_counter()
-        text = phase.sup.command(child, f"rep {self.n} remeasure" + ("-churned" if kind == "churned" else ""), phase.end)
+        text = phase.sup.command(child, f"rep {self.n} remeasure" + ("-churned" if kind == "churned" else ""), phase.end, timed=True)
         wall = time.perf_counter() - t0
         if role == "reference":
             self.idle += phase.cpu.seconds() - idle0

@@ -103,12 +103,17 @@ class Supervisor:
         while not ready():
             self.pump(POLL_S)
 
-    def pump(self, timeout: float) -> None:
-        """One round: the host's operations, limits, every child's pipes, exits."""
+    def pump(self, timeout: float, alone: Child | None = None) -> None:
+        """One round: the host's operations, limits, every child's pipes
+        (only `alone`'s, while its sample is timed: what the other writes
+        then waits, instead of costing the worker time on the CPU both sides
+        are timed on), exits."""
         self.check_ops()
         self.check_limits()
         fds = [] if self.ops.closed else [self.ops.fd]
         for c in self.children.values():
+            if alone is not None and c is not alone:
+                continue
             fds += [r.fd for r in (c.events, c.replies) if not r.closed]
             if c.out_open:
                 fds.append(c.output)
@@ -261,12 +266,13 @@ class Supervisor:
 
     # -------------------------------------------------------------- commands
 
-    def command(self, c: Child, line: str, deadline: float) -> str:
-        """Send one command and wait for its reply, still honouring cancel and limits."""
+    def command(self, c: Child, line: str, deadline: float, timed: bool = False) -> str:
+        """Send one command and wait for its reply, still honouring cancel and
+        limits; `timed`: a timed sample, during which only `c`'s pipes are read."""
         wire.write_all(c.cmd, (line + "\n").encode())
         self.last_command = line
         calls = int(line.split()[1]) if line.startswith(("rep ", "warm ")) else 1
-        return self.reply(c, min(deadline, time.monotonic() + max(TIMING_SLACK_S, self.call_limit * max(1, calls))))
+        return self.reply(c, min(deadline, time.monotonic() + max(TIMING_SLACK_S, self.call_limit * max(1, calls))), timed)
 
     def command_both(self, ref: Child, ref_line: str, cand: Child, cand_line: str, deadline: float) -> None:
         """Untimed commands to both sides at once: they work in parallel."""
@@ -274,7 +280,7 @@ class Supervisor:
         self.command(cand, cand_line, deadline)
         self.reply(ref, deadline)
 
-    def reply(self, c: Child, deadline: float) -> str:
+    def reply(self, c: Child, deadline: float, timed: bool = False) -> str:
         while True:
             got = c.replies.line()
             if got is not None:
@@ -296,7 +302,7 @@ class Supervisor:
                         "a call hung while being timed",
                     )
                 raise Ended(killed="timeout")
-            self.pump(min(POLL_S, max(0.0, deadline - time.monotonic())))
+            self.pump(min(POLL_S, max(0.0, deadline - time.monotonic())), c if timed else None)
 
 
 def fail_report(c: Child, fail: Fail) -> Report:

@@ -232,7 +232,7 @@ class TimingPhase:
         meter = self.meters[c.role]
         seed = secrets.randbits(SEED_BITS)
         cpu0, t0 = meter.seconds(), time.perf_counter()
-        text = self.sup.command(c, f"rep {n} {seed}", self.end)
+        text = self.sup.command(c, f"rep {n} {seed}", self.end, timed=True)
         wall, cpu = time.perf_counter() - t0, meter.seconds() - cpu0
         meddled = self.guard.meddled()
         if meddled:
