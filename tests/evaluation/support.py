@@ -39,3 +39,17 @@ def fixture_task(name: str) -> Task:
 def as_own_candidate(task: Task) -> str:
     """The reference renamed to ModelNew: what a no-op candidate looks like."""
     return re.sub(r"\bModel\b", "ModelNew", task.reference_source)
+
+
+def held_to_cpu(result) -> bool:
+    """A correct result whose timers' speedup passed the CPU's and was credited
+    at most 1.15x the CPU's (`worker/timed.py`, `claims_past_cpu`): a slowed
+    clock caught where a loaded machine hid it from the misreport gap."""
+    held = result.compile_info.checks.cpu_bound if result.compile_info and result.compile_info.checks else None
+    return (
+        result.status == "correct"
+        and held is not None
+        and (held.credited or 1.0) > 1.0
+        and result.speedup is not None
+        and result.speedup <= 1.15 * (held.by_cpu or 0.0) * 1.0001
+    )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evaluation.support import CHEATS, fixture_task
+from tests.evaluation.support import CHEATS, fixture_task, held_to_cpu
 
 CHEAT_FILES = sorted(CHEATS.glob("*.py"))
 # The most a "no gain" cheat may be credited: a kernel as fast as the
@@ -37,6 +37,8 @@ def test_cheating_candidate_is_caught(harness, path: Path):
         # Defeated without a verdict: credited about the reference's speed (it recomputes everything on new
         # inputs), within what two equally fast kernels read on a loaded machine.
         assert result.speedup is not None and result.speedup < NO_GAIN, why
+        return
+    if expected == "rejected" and held_to_cpu(result):
         return
     assert result.status == ("rejected" if expected == "no gain" else expected), why
     assert not result.correct and result.speedup is None

@@ -11,7 +11,7 @@ import pytest
 
 from sage_engine.evaluation.harness import Harness
 from sage_engine.evaluation.host.tasks import load_task
-from tests.evaluation.support import CHEATS, as_own_candidate, fast_config, fixture_task
+from tests.evaluation.support import CHEATS, as_own_candidate, fast_config, fixture_task, held_to_cpu
 
 
 def test_zeros_where_every_output_is_under_atol_are_incorrect(harness):
@@ -230,7 +230,7 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_on_any_l
     # checks' names) and makes every timed interval read half as long as it was.
     # Where a loaded machine preempts it for over half a batch its halved
     # claims pass its CPU (the misreport check's gap); its timer's speedup still
-    # doubles the CPU's, preempted or not.
+    # doubles the CPU's, preempted or not, and is credited near the CPU's.
     candidate = (
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"
         "real = time.perf_counter\n"
@@ -243,13 +243,15 @@ def test_a_candidate_that_halves_the_time_its_process_reports_is_caught_on_any_l
     )
     for task in ("matmul", "matmul_1024"):
         result = harness.evaluate(fixture_task(task), candidate)
+        if held_to_cpu(result):  # credited no more than 1.15x the CPU's speedup
+            continue
         assert result.status == "rejected", (task, result.message, result.compile_info.checks)
         assert "misreported how long its calls took" in result.message, result.message
 
 
 def test_a_timer_that_shows_most_of_each_call_is_credited_near_the_cpus_speedup(harness):
     # A clock showing 70% of every call (the timer's closure cell, written):
-    # on the 256 matmul it passes the misreport gap and the 1.6 bound, and
+    # on the 256 matmul it passes the misreport gap, and
     # read 1.41-1.47x; credited no more than 1.15x what the CPU times say.
     candidate = (
         "import sys\nimport time\nimport torch\nimport torch.nn as nn\n\n"

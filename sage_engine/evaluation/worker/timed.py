@@ -49,21 +49,22 @@ CHURN_SLACK = 2.0
 # from the reply and blocking again costs microseconds per sample.
 IDLE_CPU_FLOOR_S = 0.005
 IDLE_CPU_SHARE = 0.02
-# On one CPU, the most the speedup by the processes' own timers may pass the
-# speedup by their CPU times (as the kernel counts them): a timer the
-# candidate's process slowed reads as a speedup its CPU does not show, in
-# the same ratio however much the machine preempts either side. Honest
-# references against themselves over KernelBench level 1 read the two's
-# ratio at 0.89-1.11 idle, up to 1.40 with four busy loops on two cores
-# (the timers' noise); the cheat halving its clock, 1.86-2.35.
-CLAIM_BOUND = 1.6
+# On one CPU, where the speedup by the processes' CPU times (as the kernel
+# counts them) is at most `CPU_GAIN_MAX`, the speedup credited is at most
+# `CPU_CREDIT` times it: a timer the candidate's process slowed reads as a
+# speedup its CPU does not show, in the same ratio however much the machine
+# preempts either side. Honest references against themselves over
+# KernelBench level 1 read the timers' speedup over the CPU's at 0.89-1.11
+# idle, up to 1.40 with four busy loops on two cores (the timers' noise,
+# which this pulls back); the cheat halving its clock, 1.86-2.35. Not past
+# `CPU_GAIN_MAX`: there a fast kernel's CPU holds harness work its timer
+# rightly leaves out (a fused C++ RMSNorm read 4.45x by its timer, 2.11x by
+# CPU, on a loaded machine), and the misreport gap is the bound.
+CPU_CREDIT = 1.15
+CPU_GAIN_MAX = 1.25
 # Compared only where the inputs' changes are at most this share of either
 # side's CPU a call: the speedup by CPU is a ratio of what is left.
 CHURN_SHARE_MAX = 0.5
-# Under the bound, the speedup credited is at most this much past the
-# CPU's: what is left of a slowed clock's gain (a clock showing 70% of each
-# call read 1.41-1.47x on the 256 matmul, inside the bound and the gap's).
-CPU_CREDIT = 1.15
 
 
 T = TypeVar("T")
@@ -409,16 +410,15 @@ def reject_widened_cpus(cand: Child, cpus: list[int]) -> None:
 
 
 def claims_past_cpu(phase: TimingPhase) -> dict[str, float] | None:
-    """Rejects a candidate whose timer says it ran faster against the
-    reference than its CPU time says, by more than `CLAIM_BOUND` and by more
-    than the misreport floor a batch; under that, the speedup is credited at
-    most `CPU_CREDIT` times the CPU's (`credited`: what it is divided by). Both sides on one CPU: time a process
-    is preempted inside its calls lengthens its claims and not its CPU, on
-    either side alike (they alternate on that CPU), so the reference's
-    claims per CPU second say what an honest process's are; a clock slowed
-    to half speed shows as half that, however loaded the machine (the
-    misreport check's CPU gap does not: preempted for over half a batch, a
-    halved claim passes the CPU). The CPU covers all of the candidate's work
+    """The speedup by the timers against the speedup by the CPU times, and
+    what the speedup is divided by (`credited`) so that it is at most
+    `CPU_CREDIT` times the CPU's, where that is at most `CPU_GAIN_MAX`.
+    Both sides on one CPU: time a process is preempted inside its calls
+    lengthens its claims and not its CPU, on either side alike (they
+    alternate on that CPU); a clock slowed to half speed shows as half the
+    claims per CPU second, however loaded the machine (the misreport check's
+    CPU gap does not: preempted for over half a batch, a halved claim passes
+    the CPU). The CPU covers all of the candidate's work
     (`reject_other_processes`)."""
     own, cpu = phase.own, phase.cpu_s
     churn = statistics.median(phase.churn_cpu)
@@ -427,13 +427,7 @@ def claims_past_cpu(phase: TimingPhase) -> dict[str, float] | None:
         return None
     by_timer = statistics.median(own["reference"]) / max(statistics.median(own["candidate"]), 1e-12)
     by_cpu = ref_cpu / cand_cpu
-    hidden = (cand_cpu * statistics.median(own["reference"]) / ref_cpu - statistics.median(own["candidate"])) * phase.inner["candidate"]
-    if by_timer > CLAIM_BOUND * by_cpu and hidden > MISREPORT_FLOOR_S:
-        raise phase.misreported(
-            f"by its own timer its calls ran at {by_timer:.2f}x the reference's speed, by the CPU time its process "
-            f"used {by_cpu:.2f}x: about {hidden * 1e3:.3f} ms a batch its timer did not count"
-        )
-    credited = max(1.0, by_timer / (CPU_CREDIT * by_cpu))
+    credited = max(1.0, by_timer / (CPU_CREDIT * by_cpu)) if by_cpu <= CPU_GAIN_MAX else 1.0
     return {"by_timer": round(by_timer, 4), "by_cpu": round(by_cpu, 4), "credited": round(credited, 4)}
 
 

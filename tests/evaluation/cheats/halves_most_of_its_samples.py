@@ -5,13 +5,14 @@ report looks honest. It tells batches apart by the pause between calls
 (the worker's round trip).
 
 Two checks see it. Its batches use more CPU than they report (the
-misreport check's CPU gap), unless a loaded machine preempts it for over
-half a batch: time preempted inside a call lengthens its report and not
-its CPU, and CI read it `correct` at 2.0x on the 1024 matmul that way. Its
-timer says about twice the reference's speed where the CPU times say the
-same speed, whatever the load (`claims_past_cpu`). On the 256 matmul (0.26
-ms a call) what it hides in a short batch is near the misreport floor even
-on an idle machine, so there the second check is often the one.
+misreport check's CPU gap): `rejected`, unless a loaded machine preempts
+it for over half a batch (time preempted inside a call lengthens its
+report and not its CPU; CI read it `correct` at 2.0x on the 1024 matmul
+that way). Its timer says about twice the reference's speed where the CPU
+times say the same speed, whatever the load, so the speedup credited is
+held to 1.15x the CPU's (`claims_past_cpu`). On the 256 matmul (0.26 ms a
+call) what it hides in a short batch is near the misreport floor even on
+an idle machine, so there the second check is often the one.
 
 task: matmul
 expect: rejected
