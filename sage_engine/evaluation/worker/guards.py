@@ -11,9 +11,8 @@ from sage_engine.evaluation.common.processes import stat_fields
 from sage_engine.evaluation.worker.children import Child
 
 
-# Each side's process times its own batches too, and the worker's clocks
-# bound what it may claim (its wall, and the process's CPU where the credited
-# times are not the CPU's: several CPUs, a device): a candidate process whose
+# Each side's process times its own batches, and the worker's clocks bound
+# what it may claim (its wall, and the process's CPU): a candidate process whose
 # typical (median) batch takes longer by the worker's clock than by its report,
 # by more than the reference's typical gap plus this much, and uses that much
 # more CPU than it reports, misreports its time. The floor is what the

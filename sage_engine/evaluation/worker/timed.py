@@ -102,7 +102,7 @@ class TimingPhase:
         self.gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # worker's wall - claim
         self.cpu_gaps: dict[str, list[float]] = {"reference": [], "candidate": []}  # the process's CPU - claim
         self.claims: list[float] = []  # the candidate's, per batch
-        # Per side, seconds a call: its timer's claims, and its process's CPU less the inputs' changes.
+        # Per side, seconds a call: its timer's claims, and its process's CPU (the inputs' changes included).
         self.own: dict[str, list[float]] = {"reference": [], "candidate": []}
         self.cpu_s: dict[str, list[float]] = {"reference": [], "candidate": []}
         self.cpu_bound = False  # the claims held to the CPU times (`claims_past_cpu`)
