@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 import torch
 
 from sage_engine.evaluation.child import changes
@@ -179,6 +181,24 @@ def test_random_float32_inputs_have_every_position_movable_and_narrow_floats_are
     padded = torch.randn(20)
     padded[7:] = 0.0
     assert changes.movable_positions(torch, padded).tolist() == list(range(7))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_positions_held_are_those_whose_value_is_found_eight_times_or_more(dtype):
+    # Values at the search's edges: seven and eight repeats, zeros of both
+    # signs (equal as floats), NaNs (equal to nothing).
+    gen = torch.Generator().manual_seed(3)
+    t = torch.randn(4096, generator=gen, dtype=dtype)
+    spots = torch.randperm(4096, generator=gen)
+    t[spots[:7]] = 2.5  # seven: moves
+    t[spots[7:15]] = -1.25  # eight: held
+    t[spots[15:19]] = 0.0
+    t[spots[19:23]] = -0.0  # with the 0.0s, eight zeros: held
+    t[spots[23:40]] = float("nan")  # never equal: moves
+    found = changes.movable_positions(torch, t)
+    assert found is not None and len(found) == 4096 - 16
+    held = set(range(4096)) - set(found.tolist())
+    assert held == set(spots[7:15].tolist()) | set(spots[15:23].tolist())
 
 
 def test_a_churn_made_like_another_on_the_same_values_takes_its_positions_without_a_search(monkeypatch):

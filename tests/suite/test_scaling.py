@@ -123,7 +123,8 @@ def scaled(tmp_path_factory):
             for rows in TABLE_ROWS
         )
     )
-    config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache")
+    # The check is about the scaled task's correctness: a short timing budget.
+    config = Config(db_path=tmp / "m.db", cache_dir=tmp / "cache", timing_budget_s=0.2, timing_max_reps=60, correctness_trials=2)
     with Harness(config) as harness:
         cpu = harness.backend("cpu")
         tasks = import_tasks(kb / "KernelBench" / "level1", tmp / "out", scale="cpu", backend=cpu)

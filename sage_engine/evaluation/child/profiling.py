@@ -154,10 +154,14 @@ def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[st
     from torch.autograd import profiler as autograd_profiler
 
     cuda = side.device.type == "cuda"
+    # A torch built without CUPTI cannot record device activity: asked to, it
+    # fails (and prints a warning with a stack trace) at every op, about 10 ms
+    # each, and records no device kernel anyway.
+    device_activity = cuda and torch.profiler.ProfilerActivity.CUDA in torch.profiler.supported_activities()
     with torch.no_grad():
         bare = clocked_calls(side, call, calls, lambda i: contextlib.nullcontext())
         probe_bare = fastest_probe(torch)
-    prof = autograd_profiler.profile(use_cpu=True, use_device="cuda" if cuda else None, use_kineto=True)
+    prof = autograd_profiler.profile(use_cpu=True, use_device="cuda" if device_activity else None, use_kineto=True)
     with torch.no_grad():
         with quiet_output():
             prof.__enter__()
@@ -178,7 +182,7 @@ def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[st
     probe_events = sum(1 for e in events if index[id(e)] is None and not e.name.startswith(MARKER))
     per_event_us = max(0.0, probe_profiled - probe_bare) * 1e6 / max(1.0, probe_events / PROBE_CALLS)
     note = ""
-    if cuda:
+    if device_activity:
         # Device kernels carry no host parent to tell their call by: the mean over the calls.
         device = [(e.name, e.time_range.elapsed_us()) for e in prof.function_events if e.device_type == DeviceType.CUDA]
         if device:
@@ -186,6 +190,8 @@ def torch_profile(side: Any, call: Any, calls: int) -> tuple[SideKernels, set[st
             found.wall_us, found.bare_us = min(walls) * 1e6, min(bare) * 1e6
             return found, names
         note = "the profiler saw no device kernel (no CUPTI in this torch?): torch ops on the host instead"
+    elif cuda:
+        note = "the profiler saw no device kernel (this torch's profiler has no CUPTI): torch ops on the host instead"
     per_call: list[list[tuple[str, float]]] = [[] for _ in range(calls)]
     recorded = [0] * calls
     for e in calls_ops:

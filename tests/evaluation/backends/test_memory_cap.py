@@ -18,6 +18,7 @@ import pytest
 from sage_engine.config import Config
 from sage_engine.evaluation.backends.base import get_backend
 from sage_engine.evaluation.host.tasks import load_task
+from tests.support.engine import share_calibration
 
 from backend_support import SUITE
 
@@ -31,10 +32,11 @@ _RESERVED = mmap.mmap(-1, 1 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS |
 """ + (GELU / "solutions" / "cpu_erf.py").read_text()
 
 
-def quick_config(tmp_path: Path, **changes) -> Config:
+def quick_config(tmp_path: Path, calibration: Path, **changes) -> Config:
+    """Small budgets, and the session's calibration (each backend's host measured once)."""
     base = dict(
         db_path=tmp_path / "m.db",
-        cache_dir=tmp_path / "cache",
+        cache_dir=share_calibration(tmp_path / "cache", calibration),
         correctness_trials=1,
         timing_budget_s=0.05,
         timing_min_reps=3,
@@ -46,7 +48,7 @@ def quick_config(tmp_path: Path, **changes) -> Config:
 
 
 @pytest.fixture
-def backend_named(monkeypatch, tmp_path, request):
+def backend_named(monkeypatch, tmp_path, calibration_dir, request):
     """A backend by name on its default memory cap; cuda and npu through their doubles."""
     made = []
 
@@ -62,9 +64,9 @@ def backend_named(monkeypatch, tmp_path, request):
                 from sage_engine.evaluation.backends.device import NpuBackend
 
                 monkeypatch.syspath_prepend(str(DOUBLES / "npu"))  # find_spec only
-                backend = NpuBackend(quick_config(tmp_path, **changes), environ={"ASCEND_HOME_PATH": str(tmp_path)})
+                backend = NpuBackend(quick_config(tmp_path, calibration_dir, **changes), environ={"ASCEND_HOME_PATH": str(tmp_path)})
             else:
-                backend = get_backend(name, quick_config(tmp_path, **changes))
+                backend = get_backend(name, quick_config(tmp_path, calibration_dir, **changes))
         made.append(backend)
         return backend
 

@@ -19,6 +19,7 @@ from sage_engine.evaluation.backends.base import get_backend
 from sage_engine.evaluation.child.device import op_statistic_rows, op_statistic_us
 from sage_engine.evaluation.backends.device import NpuBackend
 from sage_engine.evaluation.host.tasks import load_task
+from tests.support.engine import share_calibration
 
 from backend_support import SUITE
 
@@ -26,10 +27,12 @@ DOUBLES = Path(__file__).parent / "doubles"
 GELU = SUITE / "gelu"
 
 
-def device_config(tmp_path: Path) -> Config:
+def device_config(tmp_path: Path, calibration: Path | None = None) -> Config:
+    """Small budgets; `calibration`: the session's calibration folder, so the
+    double's host is measured once (seconds), not once a test."""
     return Config(
         db_path=tmp_path / "m.db",
-        cache_dir=tmp_path / "cache",
+        cache_dir=share_calibration(tmp_path / "cache", calibration) if calibration else tmp_path / "cache",
         correctness_trials=1,
         timing_budget_s=0.1,
         timing_min_reps=4,
@@ -39,12 +42,12 @@ def device_config(tmp_path: Path) -> Config:
 
 
 @pytest.fixture
-def npu_double(monkeypatch, tmp_path):
+def npu_double(monkeypatch, tmp_path, calibration_dir):
     """Put the torch_npu double on the children's path; CANN 'installed' in tmp."""
     paths = [str(DOUBLES / "npu"), str(DOUBLES), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
     monkeypatch.syspath_prepend(str(DOUBLES / "npu"))  # find_spec only; never imported here
-    backend = NpuBackend(device_config(tmp_path), environ={"ASCEND_HOME_PATH": str(tmp_path / "Ascend")})
+    backend = NpuBackend(device_config(tmp_path, calibration_dir), environ={"ASCEND_HOME_PATH": str(tmp_path / "Ascend")})
     yield backend
     backend.close()
 
